@@ -1,0 +1,40 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Both create .venv, install the pinned dependencies and check Java (Spark needs 17+).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+# CI runs the slow suites too; a developer's default run skips them (`make test-all` runs everything).
+PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
+
+.PHONY: setup demo test test-all lint bench clean java
+
+setup: $(STAMP) java
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+java:
+	@bash scripts/ensure-java.sh
+
+demo: setup
+	$(VENV)/bin/sbfed demo
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest $(PYTEST_MARK)
+
+test-all: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""Federation patterns (all-active, active-passive, spillover), failover clients and outage drills."""

@@ -1,0 +1,5 @@
+import sys
+
+from sbfed.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""The `sbfed` command: a thin dispatcher that imports each part's CLI only when it is used.
+
+Each subcommand lives in its own part (local_broker, replicators, patterns, spark_reconcile) as a
+module with `main(argv: list[str]) -> int`, so `sbfed --help` stays fast and the parts stay walled off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from sbfed import __version__
+
+# subcommand -> (module with main(argv), one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sbfed",
+        description="Cross-region federation and replication for Azure Service Bus.",
+        epilog="Run `sbfed <command> --help` for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"sbfed {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+    for name, (_, summary) in sorted(COMMANDS.items()):
+        sub.add_parser(name, help=summary, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMANDS:
+        module = importlib.import_module(COMMANDS[argv[0]][0])
+        return int(module.main(argv[1:]) or 0)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""PySpark job that reconciles primary and secondary audit logs: gaps, duplicates, lag, watermarks."""
