@@ -1,0 +1,54 @@
+"""Injectable time: the engine reads `clock.now()` (UTC epoch seconds) and never sleeps."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the Unix epoch, UTC."""
+        ...
+
+
+class SystemClock:
+    """Wall-clock time for a running broker."""
+
+    __slots__ = ()
+
+    def now(self) -> float:
+        return time.time()
+
+
+class FakeClock:
+    """Time that moves only when a test says so."""
+
+    __slots__ = ("_now",)
+
+    def __init__(self, start: float | datetime = 1_700_000_000.0) -> None:
+        self._now = start.timestamp() if isinstance(start, datetime) else float(start)
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, delta: float | timedelta) -> float:
+        """Move forward by `delta` (seconds or timedelta); returns the new time."""
+        self._now += delta.total_seconds() if isinstance(delta, timedelta) else float(delta)
+        return self._now
+
+    def set(self, when: float | datetime) -> None:
+        self._now = when.timestamp() if isinstance(when, datetime) else float(when)
+
+
+def to_datetime(epoch_seconds: float) -> datetime:
+    """Aware UTC datetime of an epoch-seconds value."""
+    return datetime.fromtimestamp(epoch_seconds, UTC)
+
+
+def to_epoch(value: datetime) -> float:
+    """Epoch seconds of a datetime; naive datetimes are taken as UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()

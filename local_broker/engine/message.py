@@ -1,0 +1,236 @@
+"""A Service Bus message as the engine keeps it.
+
+Times are UTC epoch seconds (floats) and TimeToLive is seconds, so the hot path never builds
+datetimes; `get_system_property` / `set_system_property` convert for the rule language.
+`body` and `annotations` belong to the AMQP adapter: stored and returned verbatim.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import datetime, timedelta
+from enum import IntEnum
+from typing import Any
+
+from local_broker.engine.clock import to_datetime, to_epoch
+
+
+class MessageState(IntEnum):
+    """`x-opt-message-state` values."""
+
+    ACTIVE = 0
+    DEFERRED = 1
+    SCHEDULED = 2
+
+
+class ReceiveMode(IntEnum):
+    """Values of `receiver-settle-mode` in `$management` requests."""
+
+    RECEIVE_AND_DELETE = 0
+    PEEK_LOCK = 1
+
+
+DEAD_LETTER_REASON = "DeadLetterReason"
+DEAD_LETTER_ERROR_DESCRIPTION = "DeadLetterErrorDescription"
+
+_STRING_FIELDS: dict[str, str] = {
+    "MessageId": "message_id",
+    "CorrelationId": "correlation_id",
+    "Label": "subject",
+    "To": "to",
+    "ReplyTo": "reply_to",
+    "ReplyToSessionId": "reply_to_session_id",
+    "SessionId": "session_id",
+    "ContentType": "content_type",
+    "PartitionKey": "partition_key",
+    "DeadLetterSource": "dead_letter_source",
+}
+_INT_FIELDS: dict[str, str] = {
+    "SequenceNumber": "sequence_number",
+    "EnqueuedSequenceNumber": "enqueued_sequence_number",
+    "DeliveryCount": "delivery_count",
+    "Size": "size",
+}
+
+
+class Message:
+    """One message. Construct with keyword arguments; the broker fills the broker-owned fields.
+
+    Sender fields: body, application_properties, annotations, message_id, correlation_id,
+    session_id, reply_to_session_id, partition_key, via_partition_key, subject, to, reply_to,
+    content_type, time_to_live (seconds or None), scheduled_enqueue_time (epoch seconds or None).
+    Broker fields: sequence_number, enqueued_sequence_number, enqueued_time, expires_at,
+    delivery_count, locked_until, lock_token, state, dead_letter_source, partition_id,
+    hop_count, size. Engine-private: uid, entity (the sub-queue holding it), persisted.
+    """
+
+    __slots__ = (
+        "annotations",
+        "application_properties",
+        "body",
+        "content_type",
+        "correlation_id",
+        "dead_letter_source",
+        "delivery_count",
+        "enqueued_sequence_number",
+        "enqueued_time",
+        "entity",
+        "expires_at",
+        "hop_count",
+        "lock_token",
+        "locked_until",
+        "message_id",
+        "partition_id",
+        "partition_key",
+        "persisted",
+        "reply_to",
+        "reply_to_session_id",
+        "scheduled_enqueue_time",
+        "sequence_number",
+        "session_id",
+        "size",
+        "state",
+        "subject",
+        "time_to_live",
+        "to",
+        "uid",
+        "via_partition_key",
+    )
+
+    def __init__(
+        self,
+        body: bytes = b"",
+        application_properties: dict[str, Any] | None = None,
+        *,
+        annotations: dict[str, Any] | None = None,
+        message_id: str | None = None,
+        correlation_id: str | None = None,
+        session_id: str | None = None,
+        reply_to_session_id: str | None = None,
+        partition_key: str | None = None,
+        via_partition_key: str | None = None,
+        subject: str | None = None,
+        to: str | None = None,
+        reply_to: str | None = None,
+        content_type: str | None = None,
+        time_to_live: float | None = None,
+        scheduled_enqueue_time: float | None = None,
+        sequence_number: int = 0,
+        enqueued_sequence_number: int = 0,
+        enqueued_time: float = 0.0,
+        expires_at: float = math.inf,
+        delivery_count: int = 0,
+        locked_until: float | None = None,
+        lock_token: uuid.UUID | None = None,
+        state: MessageState = MessageState.ACTIVE,
+        dead_letter_source: str | None = None,
+        partition_id: int | None = None,
+        hop_count: int = 0,
+        size: int = 0,
+    ) -> None:
+        self.body = body
+        self.application_properties = {} if application_properties is None else application_properties
+        self.annotations = annotations
+        self.message_id = message_id
+        self.correlation_id = correlation_id
+        self.session_id = session_id
+        self.reply_to_session_id = reply_to_session_id
+        self.partition_key = partition_key
+        self.via_partition_key = via_partition_key
+        self.subject = subject
+        self.to = to
+        self.reply_to = reply_to
+        self.content_type = content_type
+        self.time_to_live = time_to_live
+        self.scheduled_enqueue_time = scheduled_enqueue_time
+        self.sequence_number = sequence_number
+        self.enqueued_sequence_number = enqueued_sequence_number
+        self.enqueued_time = enqueued_time
+        self.expires_at = expires_at
+        self.delivery_count = delivery_count
+        self.locked_until = locked_until
+        self.lock_token = lock_token
+        self.state = state
+        self.dead_letter_source = dead_letter_source
+        self.partition_id = partition_id
+        self.hop_count = hop_count
+        self.size = size
+        self.uid = 0
+        self.entity: Any = None
+        self.persisted = False
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(sequence_number={self.sequence_number}, message_id={self.message_id!r}, "
+            f"session_id={self.session_id!r}, state={self.state.name}, delivery_count={self.delivery_count})"
+        )
+
+    # --- derived views ---------------------------------------------------------------------------
+
+    @property
+    def dead_letter_reason(self) -> str | None:
+        return self.application_properties.get(DEAD_LETTER_REASON)
+
+    @property
+    def dead_letter_error_description(self) -> str | None:
+        return self.application_properties.get(DEAD_LETTER_ERROR_DESCRIPTION)
+
+    @property
+    def enqueued_time_utc(self) -> datetime:
+        return to_datetime(self.enqueued_time)
+
+    @property
+    def expires_at_utc(self) -> datetime | None:
+        return None if math.isinf(self.expires_at) else to_datetime(self.expires_at)
+
+    @property
+    def locked_until_utc(self) -> datetime | None:
+        return None if self.locked_until is None else to_datetime(self.locked_until)
+
+    @property
+    def scheduled_enqueue_time_utc(self) -> datetime | None:
+        t = self.scheduled_enqueue_time
+        return None if t is None else to_datetime(t)
+
+    def copy(self) -> Message:
+        """A new message with the same content and state (own property dict; not yet stored)."""
+        twin = Message.__new__(Message)
+        for name in Message.__slots__:
+            setattr(twin, name, getattr(self, name))
+        twin.application_properties = dict(self.application_properties)
+        twin.uid = 0
+        twin.entity = None
+        twin.persisted = False
+        return twin
+
+    # --- the rule language's view (local_broker.rules RuleTarget protocol) -------------------------
+
+    def get_system_property(self, name: str) -> Any:
+        attr = _STRING_FIELDS.get(name) or _INT_FIELDS.get(name)
+        if attr is not None:
+            return getattr(self, attr)
+        if name == "TimeToLive":
+            return None if self.time_to_live is None else timedelta(seconds=self.time_to_live)
+        if name == "ScheduledEnqueueTimeUtc":
+            return self.scheduled_enqueue_time_utc
+        if name == "EnqueuedTimeUtc":
+            return self.enqueued_time_utc if self.enqueued_time else None
+        if name == "LockedUntilUtc":
+            return self.locked_until_utc
+        if name == "ExpiresAtUtc":
+            return self.expires_at_utc
+        if name == "State":
+            return int(self.state)
+        raise KeyError(name)
+
+    def set_system_property(self, name: str, value: Any) -> None:
+        attr = _STRING_FIELDS.get(name)
+        if attr is not None:
+            setattr(self, attr, None if value is None else str(value))
+        elif name == "TimeToLive":
+            self.time_to_live = value.total_seconds() if isinstance(value, timedelta) else value
+        elif name == "ScheduledEnqueueTimeUtc":
+            self.scheduled_enqueue_time = to_epoch(value) if isinstance(value, datetime) else value
+        else:
+            raise KeyError(name)
