@@ -1,5 +1,19 @@
-"""The Azure Functions (Python v2) app: one Service Bus-triggered function per declared replication task."""
+"""The Azure Functions (Python v2) app: one Service Bus-triggered function per task of the topology file.
+
+The topology file is named by app setting SBFED_TOPOLOGY (default: topology.yaml next to this file);
+each task's `connection` names an app setting, exactly like a binding's `connection` property.
+Locally: `sbfed functions run`; in Azure: `func azure functionapp publish <app>` (docs/replication.md).
+"""
+
+import os
+from pathlib import Path
 
 import azure.functions as func
 
-app = func.FunctionApp()
+from replicators.app import TaskRuntime, register_tasks
+from replicators.tasks import load_deployment
+
+TOPOLOGY = os.environ.get("SBFED_TOPOLOGY") or str(Path(__file__).with_name("topology.yaml"))
+
+runtime = TaskRuntime(load_deployment(TOPOLOGY), os.environ)
+app = register_tasks(func.FunctionApp(), runtime)

@@ -1,0 +1,108 @@
+"""Builds the Azure Functions (Python v2) app from a topology file: one Service Bus batch trigger per task.
+
+The trigger binding only receives; replicas are sent with the SDK's ServiceBusSender because the Python
+output binding carries a body and nothing else (no MessageId, SessionId, properties). Settlement is the
+host's: complete when the function returns, abandon when it raises; the retry policy re-runs a failed
+batch with exponential backoff (5 s to 5 min, unlimited) so a target outage never dead-letters data.
+"""
+
+import os
+import socket
+import threading
+from collections.abc import Mapping
+from typing import List  # noqa: UP035 - the Functions worker resolves this annotation at load time
+
+import azure.functions as func
+
+from replicators.audit import AuditSink, AuditTap, open_sink
+from replicators.message import SourceMessage
+from replicators.replicate import Replicator
+from replicators.sending import TargetSenders
+from replicators.tasks import DEAD_LETTER_SUFFIX, Deployment, ReplicationTask
+
+TRIGGER_ARG = "messages"
+RETRY = {
+    "strategy": "exponential_backoff",
+    "max_retry_count": "-1",
+    "minimum_interval": "00:00:05",
+    "maximum_interval": "00:05:00",
+}
+AUDIT_SINK_SETTING = "SBFED_AUDIT_SINK"
+
+
+class TaskRuntime:
+    """What the functions of one app process share: cached senders, audit sinks, one worker per task."""
+
+    def __init__(self, deployment: Deployment, settings: Mapping[str, str]) -> None:
+        self.deployment = deployment
+        self.settings = settings
+        self.senders = TargetSenders(settings)
+        self._workers: dict[str, Replicator | AuditTap] = {}
+        self._sinks: list[AuditSink] = []
+        self._lock = threading.Lock()
+
+    def invoke(self, task: ReplicationTask, messages: list[func.ServiceBusMessage]) -> None:
+        sources = [
+            SourceMessage.from_function(m, namespace=task.source.namespace, entity=task.source.entity)
+            for m in messages
+        ]
+        worker = self._worker(task)
+        if isinstance(worker, Replicator):
+            worker.replicate(sources)
+        else:
+            worker.record(sources)
+
+    def _worker(self, task: ReplicationTask) -> Replicator | AuditTap:
+        with self._lock:
+            if task.name not in self._workers:
+                self._workers[task.name] = self._new_worker(task)
+            return self._workers[task.name]
+
+    def _new_worker(self, task: ReplicationTask) -> Replicator | AuditTap:
+        if task.kind == "replicate":
+            return Replicator(task, self.senders, task.load_transform())
+        location = self.settings.get(AUDIT_SINK_SETTING) or self.deployment.audit_sink or ""
+        sink = open_sink(location, writer=f"{task.name}-{socket.gethostname()}-{os.getpid()}")
+        self._sinks.append(sink)
+        return AuditTap(sink)
+
+    def close(self) -> None:
+        self.senders.close()
+        for sink in self._sinks:
+            sink.close()
+
+
+def register_tasks(app: func.FunctionApp, runtime: TaskRuntime) -> func.FunctionApp:
+    for task in runtime.deployment.tasks:
+        _register(app, task, runtime)
+    return app
+
+
+def trigger_entity(task: ReplicationTask) -> dict[str, str]:
+    """The binding's entity: `queue_name`, or `topic_name` + `subscription_name`; a dead-letter sub-queue
+    is addressed with the standard `/$deadletterqueue` suffix."""
+    suffix = DEAD_LETTER_SUFFIX if task.source.dead_letter else ""
+    if task.source.queue:
+        return {"queue_name": task.source.queue + suffix}
+    return {"topic_name": task.source.topic or "", "subscription_name": f"{task.source.subscription}{suffix}"}
+
+
+def _register(app: func.FunctionApp, task: ReplicationTask, runtime: TaskRuntime) -> None:
+    def handler(messages: List[func.ServiceBusMessage]) -> None:  # noqa: UP006
+        runtime.invoke(task, messages)
+
+    handler.__name__ = handler.__qualname__ = task.name.replace("-", "_")
+    entity = trigger_entity(task)
+    trigger = app.service_bus_queue_trigger if "queue_name" in entity else app.service_bus_topic_trigger
+    builder = trigger(
+        arg_name=TRIGGER_ARG,
+        connection=task.source.connection,
+        cardinality=func.Cardinality.MANY,
+        is_sessions_enabled=task.source.facts.requires_session,
+        auto_complete_messages=True,
+        max_message_batch_size=task.options.batch_size,
+        max_concurrent_calls=task.options.concurrency,
+        **entity,
+    )(handler)
+    builder = app.retry(**RETRY)(builder)
+    app.function_name(name=task.name)(builder)

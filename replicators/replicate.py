@@ -1,0 +1,91 @@
+"""One invocation of a replication task: copy each message of the batch, run the task's transform, send
+the replicas. It returns only when every replica was accepted by the target, so the host completes the
+source messages after their copies exist (at-least-once); any failure leaves them to be redelivered."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from replicators.copy import copy_message
+from replicators.message import Replica, SourceMessage
+from replicators.sending import ReplicaSender, TargetSenders
+from replicators.tasks import ReplicationTask, Transform
+
+log = logging.getLogger(__name__)
+
+
+class PoisonMessageError(Exception):
+    """The transform raised for some messages of a batch; every other message of the batch was replicated.
+
+    `failures` maps each failed message's SequenceNumber to the exception, so a host that settles per
+    message completes the rest and abandons (or finally dead-letters) only these."""
+
+    def __init__(self, task: str, failures: dict[int, BaseException]) -> None:
+        self.task = task
+        self.failures = failures
+        first = next(iter(failures.values()))
+        super().__init__(
+            f"task '{task}': the transform rejected {len(failures)} message(s) "
+            f"(sequence numbers {sorted(failures)}); first error: {type(first).__name__}: {first}"
+        )
+
+    def reason(self, sequence_number: int) -> str:
+        exc = self.failures[sequence_number]
+        return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class ReplicationOutcome:
+    sent: int
+    dropped: int
+
+
+class Replicator:
+    """Runs one `replicate` task; shares the host's cached senders with every other task."""
+
+    def __init__(
+        self, task: ReplicationTask, senders: TargetSenders, transform: Transform | None = None
+    ) -> None:
+        if task.target is None:
+            raise ValueError(f"task '{task.name}' has no target")
+        self.task = task
+        self._transform = transform
+        self._sender = ReplicaSender(
+            senders, task.target.connection, split_by_partition_key=task.target.facts.enable_partitioning
+        )
+
+    def replicate(self, messages: Sequence[SourceMessage]) -> ReplicationOutcome:
+        replicas: list[Replica] = []
+        failures: dict[int, BaseException] = {}
+        dropped = 0
+        target = self.task.target.entity if self.task.target else ""
+        for message in messages:
+            replica: Replica | None = copy_message(
+                message, target_entity=target, options=self.task.options.copy
+            )
+            if self._transform is not None:
+                try:
+                    replica = self._transform(replica)
+                    if replica is not None and not isinstance(replica, Replica):
+                        raise TypeError(
+                            f"a transform returns a Replica or None, not {type(replica).__name__}"
+                        )
+                except Exception as exc:
+                    log.warning(
+                        "task %s: transform failed for MessageId %s: %s",
+                        self.task.name,
+                        message.message_id,
+                        exc,
+                    )
+                    failures[message.sequence_number] = exc
+                    continue
+            if replica is None:
+                dropped += 1
+                continue
+            replicas.append(replica)
+        self._sender.send(replicas)
+        if failures:
+            raise PoisonMessageError(self.task.name, failures)
+        return ReplicationOutcome(sent=len(replicas), dropped=dropped)
