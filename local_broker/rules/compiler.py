@@ -9,6 +9,7 @@ get closures with a fast path for the usual types.
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ NOT_CONSTANT: Any = object()
 PARAMETER_TYPES = (type(None), bool, int, float, Decimal, str, datetime, timedelta, uuid.UUID, bytes)
 MAX_EXPRESSION_LENGTH = 1024
 _EQUALITY_FAST_TYPES = (int, float, str, bool)
+FAST_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _ORDERING_FAST_TYPES = (int, float)
 
 
@@ -82,12 +84,18 @@ def _user_name(value: Any) -> str:
 
 
 def read_user_property(name: str) -> Evaluator:
+    """A reader of one user property; the usual casings of the name are tried before scanning all keys."""
     lowered = name.lower()
+    casings = tuple(dict.fromkeys((lowered, name[:1].upper() + name[1:], name.upper())).keys() - {name})
 
     def evaluate(message: RuleTarget) -> Any:
         properties = message.application_properties
         value = properties.get(name, MISSING)
         if value is MISSING:
+            for casing in casings:
+                value = properties.get(casing, MISSING)
+                if value is not MISSING:
+                    return value
             key = find_user_key(properties, name, lowered)
             return None if key is MISSING else properties[key]
         return value
@@ -101,29 +109,25 @@ def _read_named_user_property(message: RuleTarget, name: str) -> Any:
     return None if key is MISSING else properties[key]
 
 
-def _outcome(evaluate: Evaluator, message: RuleTarget) -> Any:
-    """The result of a condition, or the error it raised (for AND/OR, where FALSE/TRUE outweigh errors)."""
-    try:
-        return evaluate(message)
-    except FilterEvaluationError as error:
-        return error
-
-
 def conjunction(first: Evaluator, second: Evaluator) -> Evaluator:
     """AND: FALSE if either side is FALSE (even if the other fails), else the first error, else T/U."""
 
     def evaluate(message: RuleTarget) -> bool | None:
-        left = _outcome(first, message)
+        try:
+            left = first(message)
+        except FilterEvaluationError as error:
+            left = error
         if left is False:
             return False
-        right = _outcome(second, message)
+        try:
+            right = second(message)
+        except FilterEvaluationError as error:
+            right = error
         if right is False:
             return False
-        if isinstance(left, FilterEvaluationError):
-            raise left
-        if isinstance(right, FilterEvaluationError):
-            raise right
-        return None if left is None or right is None else True
+        if left is True and right is True:
+            return True
+        return _unknown_or_raise(left, right)
 
     return evaluate
 
@@ -132,19 +136,31 @@ def disjunction(first: Evaluator, second: Evaluator) -> Evaluator:
     """OR: TRUE if either side is TRUE (even if the other fails), else the first error, else F/U."""
 
     def evaluate(message: RuleTarget) -> bool | None:
-        left = _outcome(first, message)
+        try:
+            left = first(message)
+        except FilterEvaluationError as error:
+            left = error
         if left is True:
             return True
-        right = _outcome(second, message)
+        try:
+            right = second(message)
+        except FilterEvaluationError as error:
+            right = error
         if right is True:
             return True
-        if isinstance(left, FilterEvaluationError):
-            raise left
-        if isinstance(right, FilterEvaluationError):
-            raise right
-        return None if left is None or right is None else False
+        if left is False and right is False:
+            return False
+        return _unknown_or_raise(left, right)
 
     return evaluate
+
+
+def _unknown_or_raise(left: Any, right: Any) -> None:
+    """The undecided AND/OR outcome: the leftmost error if either side failed, else UNKNOWN."""
+    for outcome in (left, right):
+        if isinstance(outcome, FilterEvaluationError):
+            raise outcome
+    return None
 
 
 def negation(operand: Evaluator) -> Evaluator:
@@ -161,11 +177,17 @@ def comparison(symbol: str, left: Node, right: Node) -> Evaluator:
     read_left, read_right = left.evaluate, right.evaluate
     if right.is_constant and type(right.constant) in fast_types:
         constant, constant_type = right.constant, type(right.constant)
+        # Int64 meets Double as Double: the other numeric type compares with the constant as a float.
+        other_numeric = {int: float, float: int}.get(constant_type)
+        as_float = float(constant) if other_numeric else None
 
         def against_constant(message: RuleTarget) -> bool | None:
             value = read_left(message)
-            if value.__class__ is constant_type:
+            cls = value.__class__
+            if cls is constant_type:
                 return compare_fn(value, constant)
+            if cls is other_numeric:
+                return compare_fn(float(value), as_float)
             return compare(symbol, value, constant)
 
         return against_constant
@@ -175,6 +197,25 @@ def comparison(symbol: str, left: Node, right: Node) -> Evaluator:
         if a.__class__ is b.__class__ and a.__class__ in fast_types:
             return compare_fn(a, b)
         return compare(symbol, a, b)
+
+    return evaluate
+
+
+def arithmetic_operation(symbol: str, read_left: Evaluator, read_right: Evaluator) -> Evaluator:
+    """+ - * / % with a fast path for + - * on Int64 and Double operands."""
+    fast = FAST_ARITHMETIC.get(symbol)
+
+    def evaluate(message: RuleTarget) -> Any:
+        a, b = read_left(message), read_right(message)
+        if fast is not None:
+            left_class, right_class = a.__class__, b.__class__
+            if left_class is int and right_class is int:
+                result = fast(a, b)
+                if INT64_MIN <= result <= INT64_MAX:
+                    return result
+            elif (left_class is float or left_class is int) and (right_class is float or right_class is int):
+                return fast(float(a), float(b))
+        return arithmetic(symbol, a, b)
 
     return evaluate
 
@@ -427,11 +468,7 @@ class Compiler:
     def _arithmetic(self, tree: Tree) -> Node:
         left_tree, operator_token, right_tree = tree.children
         left, right = self.value(left_tree), self.value(right_tree)
-        read_left, read_right, symbol = left.evaluate, right.evaluate, operator_token.value
-
-        def evaluate(message: RuleTarget) -> Any:
-            return arithmetic(symbol, read_left(message), read_right(message))
-
+        evaluate = arithmetic_operation(operator_token.value, left.evaluate, right.evaluate)
         return self.folded(evaluate, "value", self.position(tree), [left, right])
 
     def _unary(self, tree: Tree) -> Node:

@@ -97,7 +97,12 @@ def find_user_key(properties: MutableMapping[str, Any], name: str, lowered: str)
     if name in properties:
         return name
     length = len(name)
-    for key in properties:
-        if isinstance(key, str) and len(key) == length and key.lower() == lowered:
-            return key
+    try:
+        for key in properties:
+            if len(key) == length and key.lower() == lowered:
+                return key
+    except (TypeError, AttributeError):  # a key that is not a string: retry the careful way
+        for key in properties:
+            if isinstance(key, str) and len(key) == length and key.lower() == lowered:
+                return key
     return MISSING
