@@ -1,0 +1,66 @@
+"""The seed's other federation scenarios as small recipes on the same machinery as the three patterns:
+filtered subscriptions select, replication tasks copy across namespaces, transforms edit on the way."""
+
+from __future__ import annotations
+
+from patterns.building import MARK_REPLICATED, NOT_REPLICATED, TopologyBuilder, distinct
+from patterns.topology import RuleSpec, Topology
+
+ROUTE_RULE = "route"
+SELECT_ALL = RuleSpec("replicate", {"sql": NOT_REPLICATED}, {"sql": MARK_REPLICATED})
+
+
+def latency_optimization(origin: str, hubs: list[str], topic: str = "events", *,
+                         audit_sink: str | None = None) -> Topology:
+    """Consumers read near themselves: the origin's topic is copied to a regional hub topic in each hub
+    namespace, where the consumers' subscription lives."""
+    distinct([origin, *hubs], at_least=2)
+    build = TopologyBuilder(audit_sink)
+    build.topic(origin, topic)
+    for hub in hubs:
+        build.forward_topic(origin, hub, topic, rule=SELECT_ALL)
+        build.consumer(hub, topic)
+    for ns in (origin, *hubs):
+        build.audit_tap(ns, topic)
+    return build.topology
+
+
+def splitting_and_routing(source: str, routes: dict[str, str], topic: str = "events", *,
+                          audit_sink: str | None = None) -> Topology:
+    """One source, several targets: each target namespace gets what its SQL filter selects from the source
+    topic (a filtered subscription per target, and its task); a message may match several routes or none."""
+    distinct([source, *routes], at_least=2)
+    if not routes:
+        raise ValueError("splitting and routing needs at least one route (target namespace -> SQL filter)")
+    build = TopologyBuilder(audit_sink)
+    build.topic(source, topic)
+    for target, sql in routes.items():
+        build.forward_topic(source, target, topic, rule=RuleSpec(ROUTE_RULE, {"sql": sql}))
+        build.consumer(target, topic)
+    for ns in (source, *routes):
+        build.audit_tap(ns, topic)
+    return build.topology
+
+
+def consolidation(sources: list[str], target: str, topic: str = "events", *, transform: str | None = None,
+                  audit_sink: str | None = None) -> Topology:
+    """Several sources into one target; the transform (if any) normalizes each source's messages to the
+    target's shape on the way. Duplicate detection on the target absorbs repeats from any source."""
+    distinct([*sources, target], at_least=2)
+    build = TopologyBuilder(audit_sink)
+    for source in sources:
+        build.topic(source, topic)
+        build.forward_topic(source, target, topic, rule=SELECT_ALL, transform=transform)
+    build.consumer(target, topic)
+    for ns in (*sources, target):
+        build.audit_tap(ns, topic)
+    return build.topology
+
+
+def editing(source: str, target: str, transform: str, topic: str = "events", *,
+            audit_sink: str | None = None) -> Topology:
+    """Validation, reduction, enrichment: one copy whose transform drops (returns None), trims or adds to
+    each message on its way from the source topic to the target topic."""
+    if not transform:
+        raise ValueError("an editing recipe needs a transform (module:function)")
+    return consolidation([source], target, topic, transform=transform, audit_sink=audit_sink)

@@ -1,0 +1,60 @@
+"""The smaller seed scenarios: each recipe's subscriptions, rules and tasks."""
+
+import pytest
+
+from patterns.recipes import consolidation, editing, latency_optimization, splitting_and_routing
+from replicators.tasks import deployment_from_dict
+
+
+def subscriptions(topo, ns, topic="events"):
+    return {s.name: s for s in topo.namespaces[ns].topic(topic).subscriptions}
+
+
+def routes_of(topo):
+    return [(t["source"]["connection"], t["source"].get("subscription"), t["target"]["connection"],
+             t.get("options", {}).get("transform")) for t in topo.tasks if t["kind"] == "replicate"]
+
+
+def test_latency_optimization_copies_the_topic_to_each_regional_hub():
+    topo = latency_optimization("us", ["eu", "asia"])
+    assert routes_of(topo) == [("US", "to-eu", "EU", None), ("US", "to-asia", "ASIA", None)]
+    assert set(subscriptions(topo, "us")) == {"to-eu", "to-asia", "audit"}
+    assert set(subscriptions(topo, "eu")) == {"consumer", "audit"}
+    assert topo.namespaces["asia"].topic("events").properties["requires_duplicate_detection"] is True
+    assert [r.filter for r in subscriptions(topo, "us")["to-eu"].rules] == [{"sql": "replication IS NULL"}]
+
+
+def test_splitting_and_routing_gives_each_target_its_filtered_subscription():
+    topo = splitting_and_routing("hub", {"eu": "region = 'eu'", "us": "region = 'us' OR priority > 5"})
+    subs = subscriptions(topo, "hub")
+    rules = [(r.name, r.filter, r.action) for r in subs["to-eu"].rules]
+    assert rules == [("route", {"sql": "region = 'eu'"}, None)]
+    assert subs["to-us"].rules[0].filter == {"sql": "region = 'us' OR priority > 5"}
+    assert routes_of(topo) == [("HUB", "to-eu", "EU", None), ("HUB", "to-us", "US", None)]
+
+
+def test_consolidation_normalizes_every_source_into_one_target():
+    topo = consolidation(["shop1", "shop2", "shop3"], "central", transform="mypkg.normalize:order_v2")
+    assert routes_of(topo) == [(s.upper(), "to-central", "CENTRAL", "mypkg.normalize:order_v2")
+                               for s in ("shop1", "shop2", "shop3")]
+    assert set(subscriptions(topo, "central")) == {"consumer", "audit"}
+    assert len([t for t in topo.tasks if t["kind"] == "audit"]) == 4
+
+
+def test_editing_is_one_transformed_copy():
+    topo = editing("raw", "clean", "patterns.transforms:spill_once", topic="readings")
+    assert routes_of(topo) == [("RAW", "to-clean", "CLEAN", "patterns.transforms:spill_once")]
+    assert set(subscriptions(topo, "clean", "readings")) == {"consumer", "audit"}
+    # the Functions app can load the task and its transform
+    task = deployment_from_dict(topo.to_dict()).task("readings-raw-to-clean")
+    assert task.load_transform() is not None
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: splitting_and_routing("hub", {}), "at least 2"),
+    (lambda: editing("a", "b", ""), "needs a transform"),
+    (lambda: latency_optimization("us", ["us"]), "distinct"),
+])
+def test_bad_recipes_are_refused(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
