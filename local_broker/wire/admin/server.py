@@ -1,0 +1,266 @@
+"""The HTTPS management endpoint of one namespace: Service Bus ATOM API, control API and `/health`.
+
+Construction (by `local_broker.server`, one per namespace):
+
+    server = AdminServer(namespace_name, host, port, cert_path, key_path, auth, run_on_engine, faults)
+    server.start()          # binds (port 0 = ephemeral) and serves on a background thread
+    server.port             # the bound port
+    server.stop()           # stops accepting and closes open connections
+
+* `auth`: `local_broker.auth.NamespaceAuth`; every route but `/health` needs a SAS token with Manage.
+* `run_on_engine(fn)`: runs `fn(namespace)` on the thread that owns the engine and returns its result
+  (re-raising its exception). Each request makes one such call.
+* `faults`: `local_broker.faults.NamespaceFaults`; while the namespace is down the management routes
+  answer 503 (the control routes keep working so a drill can bring it back), and `latency_ms` delays them.
+
+TLS and plain HTTP share the port: a connection whose first byte is 0x16 (a TLS ClientHello) is wrapped
+in TLS, anything else is served as plain HTTP (so `curl http://127.0.0.1:PORT/health` works). The SDK
+always uses https:// and verifies the certificate given as `connection_verify`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from local_broker.auth import MANAGE, NamespaceAuth
+from local_broker.control import CONTROL_PREFIX, ControlApi
+from local_broker.engine import BrokerError, UnauthorizedError
+from local_broker.faults import NamespaceFaults
+from local_broker.tls import Certificate
+from local_broker.wire.admin import atom
+from local_broker.wire.admin.operations import (
+    AdminRequest,
+    AdminResponse,
+    Operations,
+    RunOnEngine,
+    parse_put_body,
+    parse_target,
+)
+
+log = logging.getLogger("local_broker.admin")
+
+SUPPLEMENTARY_HEADERS = {
+    "forward_to": "ServiceBusSupplementaryAuthorization",
+    "forward_dead_lettered_messages_to": "ServiceBusDlqSupplementaryAuthorization",
+}
+TLS_RECORD_HANDSHAKE = 0x16
+HANDSHAKE_TIMEOUT = 10.0
+IDLE_TIMEOUT = 120.0
+JSON = "application/json"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], admin: AdminServer) -> None:
+        self.admin = admin
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Sniff TLS vs plain HTTP on the connection's first byte, then serve it."""
+        connection: socket.socket = request
+        try:
+            connection.settimeout(HANDSHAKE_TIMEOUT)
+            first = connection.recv(1, socket.MSG_PEEK)
+            if first and first[0] == TLS_RECORD_HANDSHAKE:
+                connection = self.admin.tls_context.wrap_socket(connection, server_side=True)
+        except (OSError, ssl.SSLError) as exc:  # a client that rejects our certificate, or went away
+            log.debug("connection from %s failed before its first request: %s", client_address, exc)
+            return
+        with self.connections_lock:
+            self.connections.add(connection)
+        try:
+            connection.settimeout(IDLE_TIMEOUT)
+            self.RequestHandlerClass(connection, client_address, self)
+        finally:
+            with self.connections_lock:
+                self.connections.discard(connection)
+            if connection is not request:
+                connection.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("error serving %s", client_address, exc_info=True)
+
+    def close_connections(self) -> None:
+        with self.connections_lock:
+            open_connections = list(self.connections)
+        for connection in open_connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_PUT(self) -> None:
+        self._serve()
+
+    def do_DELETE(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _serve(self) -> None:
+        try:
+            body = self._read_body()
+        except ValueError as exc:
+            self.close_connection = True
+            self._send(411 if "Length" in str(exc) else 413, atom.render_error(400, str(exc)),
+                       atom.ERROR_CONTENT_TYPE)
+            return
+        answer = self.server.admin.respond(self.command, self.path, dict(self.headers.items()), body,
+                                           "https" if isinstance(self.connection, ssl.SSLSocket) else "http")
+        self._send(answer.status, answer.body, answer.content_type)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            raise ValueError("Chunked request bodies are not supported; send a Content-Length.")
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > atom.MAX_BODY_BYTES:
+            raise ValueError(f"The request body is larger than {atom.MAX_BODY_BYTES} bytes.")
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, payload: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class AdminServer:
+    """The management and control endpoint of one namespace (see the module docstring)."""
+
+    def __init__(self, namespace_name: str, host: str, port: int, cert_path: str, key_path: str,
+                 auth: NamespaceAuth, run_on_engine: RunOnEngine, faults: NamespaceFaults,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.namespace_name = namespace_name
+        self.auth = auth
+        self.faults = faults
+        self.clock = clock
+        self.tls_context = Certificate(cert_path, key_path).server_context()  # type: ignore[arg-type]
+        self.operations = Operations(namespace_name, run_on_engine)
+        self.control = ControlApi(namespace_name, faults, run_on_engine)
+        self._address = (host, port)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("The management endpoint is not started.")
+        return self._server.server_address[1]
+
+    def start(self) -> None:
+        self._server = _Server(self._address, self)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name=f"admin-{self.namespace_name}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server.close_connections()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+
+    # --- one request ------------------------------------------------------------------------------
+
+    def respond(self, method: str, raw_path: str, headers: dict[str, str], body: bytes,
+                scheme: str) -> AdminResponse:
+        """The answer to one request; never raises."""
+        parts = urlsplit(raw_path)
+        segments = [unquote(s) for s in parts.path.split("/") if s]
+        lowered = {k.lower(): v for k, v in headers.items()}
+        if [s.lower() for s in segments] == ["health"] and method == "GET":
+            return AdminResponse(200, self._health(), JSON)
+        try:
+            claim = self._verify(lowered.get("authorization"))
+            if segments and segments[0].lower() == CONTROL_PREFIX:
+                claim.require("", MANAGE)
+                answer = self.control.handle(method, segments[1:], body)
+                return AdminResponse(answer.status, answer.encode(), JSON)
+            query = dict(parse_qsl(parts.query))
+            return self._management(method, segments, query, lowered, body, scheme, claim)
+        except BrokerError as exc:
+            return _error(exc.http_status, exc.description)
+        except Exception:
+            log.exception("management request %s %s failed", method, raw_path)
+            return _error(500, "The broker failed to process the request.")
+
+    def _health(self) -> bytes:
+        state = self.faults.state
+        return json.dumps({"status": "ok", "namespace": self.namespace_name,
+                           "namespace_down": state.namespace_down}).encode()
+
+    def _verify(self, token: str | None) -> Any:
+        if not token:
+            raise UnauthorizedError("MissingToken: The request has no Authorization header with a "
+                                    "SharedAccessSignature token.")
+        return self.auth.verify_token(token, self.clock())
+
+    def _management(self, method: str, segments: list[str], query: dict[str, str], headers: dict[str, str],
+                    body: bytes, scheme: str, claim: Any) -> AdminResponse:
+        state = self.faults.state
+        if state.namespace_down is not None:
+            raise _Unavailable(f"The namespace '{self.namespace_name}' is unavailable (fault injection: "
+                               f"namespace_down={state.namespace_down}).")
+        if state.latency_ms:
+            time.sleep(state.latency_seconds)
+        target = parse_target("/".join(segments))
+        claim.require(target.entity_path, MANAGE)
+        host = headers.get("host") or f"{self._address[0]}:{self._address[1]}"
+        request = AdminRequest(method, target, query, body, is_update="if-match" in headers,
+                               base_url=f"{scheme}://{host}")
+        put_body = None
+        if method == "PUT":
+            put_body = parse_put_body(request)
+            self._verify_forwarding(put_body[1], headers)
+        return self.operations.handle(request, put_body)
+
+    def _verify_forwarding(self, values: Any, headers: dict[str, str]) -> None:
+        """Forwarding needs Manage on the destination too, shown by the supplementary token."""
+        if not isinstance(values, dict):
+            return
+        for attribute, header in SUPPLEMENTARY_HEADERS.items():
+            destination = values.get(attribute)
+            if destination:
+                token = headers.get(header.lower())
+                if not token:
+                    raise UnauthorizedError(f"MissingToken: setting {attribute} needs the {header} header "
+                                            f"with a token for '{destination}'.")
+                self.auth.verify_token(token, self.clock()).require(destination, MANAGE)
+
+
+def _error(status: int, detail: str) -> AdminResponse:
+    return AdminResponse(status, atom.render_error(status, detail), atom.ERROR_CONTENT_TYPE)
+
+
+class _Unavailable(BrokerError):
+    amqp_condition = "com.microsoft:server-busy"
+    http_status = 503
