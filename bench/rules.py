@@ -16,12 +16,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from local_broker.rules import FilterEvaluationError, MessageProperties, SqlFilter, compile_filter  # noqa: E402
+from local_broker.rules import FilterEvaluationError, MessageProperties, SqlFilter, compile_filter
 
 TARGET_MESSAGES_PER_SECOND = 20_000
 
@@ -52,7 +49,11 @@ def generated_messages(count: int, seed: int = 7) -> list[MessageProperties]:
         }
         if rng.random() < 0.3:
             properties["replication"] = "eu-west"
-        system = {"Label": f"order{rng.randrange(12)}-created", "To": f"store{rng.randrange(10)}", "MessageId": str(n)}
+        system = {
+            "Label": f"order{rng.randrange(12)}-created",
+            "To": f"store{rng.randrange(10)}",
+            "MessageId": str(n),
+        }
         messages.append(MessageProperties(properties, system))
     return messages
 
@@ -120,10 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     compile_seconds = time.perf_counter() - started
     print(f"compiled {len(filters)} filters in {compile_seconds * 1000:.1f} ms")
     messages = generated_messages(args.messages)
-    result = measure(f"{args.subscriptions} SQL-filtered subscriptions", filter_router(filters), messages, args.rounds)
+    result = measure(
+        f"{args.subscriptions} SQL-filtered subscriptions", filter_router(filters), messages, args.rounds
+    )
     print(result.report())
     evaluations = result.messages * len(filters)
-    print(f"{evaluations / result.seconds:,.0f} filter evaluations/s ({result.seconds / evaluations * 1e9:.0f} ns each)")
+    nanoseconds = result.seconds / evaluations * 1e9
+    print(f"{evaluations / result.seconds:,.0f} filter evaluations/s ({nanoseconds:.0f} ns each)")
     return 0
 
 
