@@ -13,7 +13,9 @@ import sys
 from sbfed import __version__
 
 # subcommand -> (module with main(argv), one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "reconcile": ("spark_reconcile.cli", "reconcile audit logs with Spark: gaps, duplicates, lag"),
+}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,0 +1,81 @@
+"""One reconciliation run: read, group once, classify, measure, write. Returns the summary."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from functools import reduce
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+
+from spark_reconcile import classify, metrics, outputs, report, summary
+from spark_reconcile.config import Settings, to_micros
+from spark_reconcile.reading import read_log
+
+
+class _Phases:
+    """Wall time per phase, reported in the summary (the bench reads it)."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.times[name] = now - self._last
+        self._last = now
+
+
+def run(spark: SparkSession, settings: Settings) -> dict:
+    phases = _Phases()
+    now_us = to_micros(settings.now or datetime.now(UTC))
+    read_start, read_end = settings.window.read_range(settings.lookahead)
+    logs = reduce(lambda a, b: a.unionByName(b),
+                  [read_log(spark, log, read_start, read_end) for log in settings.logs])
+    comparisons = classify.roles(settings).comparisons
+    exactly_once = settings.mode == "exactly-once"
+
+    grouped = classify.group(logs, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = classify.per_comparison(grouped, settings)
+    wm_frame, found_wm = metrics.watermarks(rows, spark)
+    malformed = {r.tag: int(r.rows) for r in classify.malformed(grouped).collect()}
+    phases.done("read_group")
+
+    classified = classify.classify(rows, wm_frame, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    cube = metrics.cube(classified).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = metrics.counts(cube)
+    grouped.unpersist()
+    phases.done("classify")
+
+    lag = {
+        "target": metrics.percentiles(cube, ["target"]),
+        "entity": metrics.percentiles(cube, ["target", "entity"]),
+        "hour": metrics.percentiles(cube, ["target", "hour_us"]),
+        "entity_hour": metrics.percentiles(cube, ["target", "entity", "hour_us"]),
+    }
+    histogram = metrics.lag_histogram(cube)
+    phases.done("lag")
+
+    ordering = metrics.ordering(classified)
+    gaps = metrics.source_gaps(classified, comparisons[0].target) if settings.mode == "replica" else []
+    phases.done("ordering")
+
+    paths = outputs.write_details(classified, settings.out, exactly_once)
+    samples = outputs.samples(classified, settings.list_limit, exactly_once)
+    classified.unpersist()
+    cube.unpersist()
+    phases.done("details")
+
+    data = summary.Collected(counts=counts, lag=lag, histogram=histogram, ordering=ordering, source_gaps=gaps,
+                             watermarks=found_wm, malformed=malformed, samples=samples)
+    paths |= {"summary": f"{settings.out}/summary.json", "report": f"{settings.out}/report.html"}
+    engine = {"name": "pyspark", "version": spark.version, "master": spark.sparkContext.master,
+              "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+              "session_time_zone": spark.conf.get("spark.sql.session.timeZone")}
+    result = summary.build(settings, comparisons, data, now_us=now_us, engine=engine, outputs=paths,
+                           timings=phases.times)
+    outputs.write_text(spark, paths["summary"], json.dumps(result, indent=2, sort_keys=False) + "\n")
+    outputs.write_text(spark, paths["report"], report.render(result))
+    return result

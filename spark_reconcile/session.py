@@ -1,0 +1,71 @@
+"""The SparkSession: UTC everywhere, small-machine defaults locally, the cluster's under spark-submit."""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+# SQL settings every run needs, local or cluster (all of them can be set on a running session).
+SQL_SETTINGS = {
+    # Hour/date buckets, offset-less literals and CAST(ts AS STRING) all follow the session zone.
+    "spark.sql.session.timeZone": "UTC",
+    # Naive Parquet timestamps must not become TIMESTAMP_NTZ (they are UTC instants in this contract).
+    "spark.sql.parquet.inferTimestampNTZ.enabled": "false",
+    # UTC-adjusted Parquet timestamps in the detail tables (INT96 is legacy and zone-ambiguous).
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # date=/hour= directory values stay strings, so pruning compares exactly what the writer wrote.
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+}
+
+
+def launched_by_spark() -> bool:
+    """True under spark-submit, pyspark shells and notebooks (a JVM gateway or a session already exists)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or SparkSession.getActiveSession() is not None
+
+
+def local_settings(master: str, driver_memory: str, shuffle_partitions: int | None) -> dict[str, str]:
+    """Settings for a JVM this process starts: few shuffle partitions, no UI, UTC JVM, loopback if local."""
+    cores = os.cpu_count() or 2
+    utc_jvm = "-Duser.timezone=UTC"
+    settings = {
+        "spark.master": master,
+        "spark.app.name": "sbfed-reconcile",
+        "spark.driver.memory": driver_memory,
+        "spark.driver.extraJavaOptions": utc_jvm,
+        "spark.executor.extraJavaOptions": utc_jvm,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions or max(2, 2 * cores)),
+    }
+    if master.startswith("local"):
+        settings["spark.driver.host"] = settings["spark.driver.bindAddress"] = "127.0.0.1"
+    return settings
+
+
+def start(master: str | None, driver_memory: str, shuffle_partitions: int | None,
+          extra: dict[str, str]) -> tuple[SparkSession, bool]:
+    """The session to run on: the existing one under spark-submit (False: not ours to stop), else a JVM
+    started here (True)."""
+    builder = SparkSession.builder
+    owned = master is not None or not launched_by_spark()
+    if owned:
+        # Driver memory and JVM options only apply before the JVM starts, i.e. here.
+        if (master or "local").startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        for key, value in local_settings(master or "local[*]", driver_memory, shuffle_partitions).items():
+            builder = builder.config(key, value)
+    for key, value in extra.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    for key, value in SQL_SETTINGS.items():
+        spark.conf.set(key, value)
+    if shuffle_partitions is not None:
+        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key, value in extra.items():
+        if key.startswith("spark.sql."):
+            spark.conf.set(key, value)
+    return spark, owned
