@@ -20,20 +20,28 @@ class PoisonMessageError(Exception):
     """The transform raised for some messages of a batch; every other message of the batch was replicated.
 
     `failures` maps each failed message's SequenceNumber to the exception, so a host that settles per
-    message completes the rest and abandons (or finally dead-letters) only these."""
+    message completes the rest and abandons only these; on a message's last delivery it dead-letters it
+    with `DEAD_LETTER_REASON` and the exception as description, so the dead-letter queue says why."""
 
-    def __init__(self, task: str, failures: dict[int, BaseException]) -> None:
+    DEAD_LETTER_REASON = "ReplicationTransformFailed"
+
+    def __init__(self, task: str, failures: dict[int, BaseException], *, max_delivery_count: int) -> None:
         self.task = task
         self.failures = failures
+        self.max_delivery_count = max_delivery_count
         first = next(iter(failures.values()))
         super().__init__(
             f"task '{task}': the transform rejected {len(failures)} message(s) "
             f"(sequence numbers {sorted(failures)}); first error: {type(first).__name__}: {first}"
         )
 
-    def reason(self, sequence_number: int) -> str:
+    def description(self, sequence_number: int) -> str:
         exc = self.failures[sequence_number]
-        return f"{type(exc).__name__}: {exc}"
+        return f"task '{self.task}': {type(exc).__name__}: {exc}"[:1024]
+
+    def is_last_delivery(self, delivery_count: int | None) -> bool:
+        """The SDK's delivery count is the number of earlier deliveries (0 on the first)."""
+        return (delivery_count or 0) + 1 >= self.max_delivery_count
 
 
 @dataclass(frozen=True)
@@ -87,5 +95,7 @@ class Replicator:
             replicas.append(replica)
         self._sender.send(replicas)
         if failures:
-            raise PoisonMessageError(self.task.name, failures)
+            raise PoisonMessageError(
+                self.task.name, failures, max_delivery_count=self.task.source.facts.max_delivery_count
+            )
         return ReplicationOutcome(sent=len(replicas), dropped=dropped)

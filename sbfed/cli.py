@@ -15,6 +15,7 @@ from sbfed import __version__
 # subcommand -> (module with main(argv), one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "reconcile": ("spark_reconcile.cli", "reconcile audit logs with Spark: gaps, duplicates, lag"),
+    "functions": ("replicators.cli", "run function_app.py's Service Bus functions locally (functions run)"),
 }
 
 

@@ -1,0 +1,74 @@
+"""`sbfed functions run`: run function_app.py's Service Bus functions locally, against any namespace."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from replicators.connections import ConnectionSettingError
+from replicators.host.host import FunctionsHost
+from replicators.host.hostjson import load_host_json
+from replicators.host.loader import FunctionAppError
+from replicators.host.settings import apply_settings, load_local_settings
+from replicators.tasks import TaskConfigError
+
+TOPOLOGY_SETTING = "SBFED_TOPOLOGY"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sbfed functions", description=__doc__)
+    sub = parser.add_subparsers(dest="action", required=True)
+    run = sub.add_parser("run", help="run the app's Service Bus-triggered functions with SDK receivers")
+    run.add_argument(
+        "--app", default="function_app.py", help="the Functions app script (default: %(default)s)"
+    )
+    run.add_argument("--settings", help="local.settings.json (default: next to the app)")
+    run.add_argument("--host-json", help="host.json (default: next to the app)")
+    run.add_argument("--topology", help=f"topology file for the app (sets {TOPOLOGY_SETTING})")
+    run.add_argument("--only", action="append", metavar="FUNCTION", help="run only these functions")
+    run.add_argument("--stats-interval", type=float, default=5.0, help="seconds between reports")
+    run.add_argument("-v", "--verbose", action="store_true", help="log every retry and settlement problem")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
+    app = Path(args.app)
+    apply_settings(load_local_settings(args.settings or app.with_name("local.settings.json")))
+    if args.topology:
+        os.environ[TOPOLOGY_SETTING] = str(Path(args.topology).resolve())
+    try:
+        host = FunctionsHost(
+            app,
+            load_host_json(args.host_json or app.with_name("host.json")),
+            os.environ,
+            only=set(args.only) if args.only else None,
+        )
+    except (FunctionAppError, TaskConfigError, ConnectionSettingError, ValueError) as exc:
+        print(f"sbfed functions: {exc}", file=sys.stderr)
+        return 2
+    if not host.runners:
+        print(f"sbfed functions: {app} has no Service Bus-triggered functions", file=sys.stderr)
+        return 2
+
+    def stop(signum: int, _frame: object) -> None:
+        print(
+            f"stopping ({signal.Signals(signum).name}): finishing in-flight batches",
+            file=sys.stderr,
+            flush=True,
+        )
+        host.stop_event.set()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    print(f"sbfed functions: running {', '.join(r.trigger.function_name for r in host.runners)}", flush=True)
+    host.run(lambda line: print(line, flush=True), args.stats_interval)
+    return 0

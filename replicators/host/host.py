@@ -1,0 +1,76 @@
+"""The local Functions host: one TriggerRunner per Service Bus function of the app, a stop event shared
+by all, and a periodic throughput/lag report."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from replicators.connections import resolve_connection
+from replicators.host.hostjson import ServiceBusHostOptions
+from replicators.host.loader import import_app, service_bus_triggers
+from replicators.host.runner import TriggerOptions, TriggerRunner
+
+log = logging.getLogger(__name__)
+
+
+class FunctionsHost:
+    def __init__(
+        self,
+        app_path: str | Path,
+        host_options: ServiceBusHostOptions,
+        settings: Mapping[str, str],
+        *,
+        only: set[str] | None = None,
+        client_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.stop_event = threading.Event()
+        triggers = service_bus_triggers(import_app(app_path))
+        if only:
+            missing = only - {t.function_name for t in triggers}
+            if missing:
+                raise ValueError(f"no Service Bus function named {', '.join(sorted(missing))} in {app_path}")
+            triggers = [t for t in triggers if t.function_name in only]
+        self.runners = [
+            TriggerRunner(
+                trigger,
+                resolve_connection(trigger.connection, settings),
+                TriggerOptions.of(trigger, host_options),
+                self.stop_event,
+                client_kwargs=client_kwargs,
+            )
+            for trigger in triggers
+        ]
+
+    def start(self) -> None:
+        for runner in self.runners:
+            options = runner.options
+            log.info(
+                "%s <- %s (batch %d, concurrency %d, prefetch %d, sessions %s, retry %s)",
+                runner.trigger.function_name,
+                runner.trigger.source,
+                options.batch_size,
+                options.concurrency,
+                options.prefetch_count,
+                runner.trigger.sessions,
+                runner.trigger.retry,
+            )
+            runner.start()
+
+    def run(self, report: Callable[[str], None], interval: float) -> None:
+        """Start, report every `interval` seconds until stopped, then let in-flight batches finish."""
+        self.start()
+        while not self.stop_event.wait(interval):
+            for runner in self.runners:
+                report(runner.stats.snapshot().line())
+        self.shutdown()
+        for runner in self.runners:
+            report(runner.stats.snapshot().line())
+
+    def shutdown(self) -> None:
+        self.stop_event.set()
+        for runner in self.runners:
+            runner.join()

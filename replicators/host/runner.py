@@ -1,0 +1,263 @@
+"""Runs one Service Bus trigger like the Functions host: receivers with prefetch and lock auto-renewal,
+batches handed to the function, complete on success, retry per the function's policy, abandon on final
+failure. Stopping lets every in-flight batch finish and settle before the receivers close."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    AutoLockRenewer,
+    ServiceBusClient,
+    ServiceBusReceivedMessage,
+    ServiceBusReceiver,
+    ServiceBusSubQueue,
+)
+from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
+
+from replicators.connections import Connection
+from replicators.errors import is_transient
+from replicators.host.conversion import to_function_message
+from replicators.host.hostjson import ServiceBusHostOptions
+from replicators.host.loader import ServiceBusTrigger
+from replicators.host.stats import TriggerStats
+from replicators.replicate import PoisonMessageError
+
+log = logging.getLogger(__name__)
+RECONNECT_DELAY = dt.timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class TriggerOptions:
+    """host.json settings with the binding's per-function overrides applied."""
+
+    batch_size: int
+    concurrency: int
+    prefetch_count: int
+    auto_complete: bool
+    lock_renewal: dt.timedelta
+    batch_wait: dt.timedelta
+    session_idle: dt.timedelta
+
+    @classmethod
+    def of(cls, trigger: ServiceBusTrigger, host: ServiceBusHostOptions) -> TriggerOptions:
+        batch = (trigger.max_message_batch_size or host.max_message_batch_size) if trigger.many else 1
+        if trigger.sessions:
+            concurrency = host.max_concurrent_sessions
+        else:
+            concurrency = trigger.max_concurrent_calls or host.max_concurrent_calls
+        return cls(
+            batch_size=batch,
+            concurrency=concurrency,
+            prefetch_count=host.prefetch_count,
+            auto_complete=host.auto_complete_messages
+            if trigger.auto_complete is None
+            else trigger.auto_complete,
+            lock_renewal=host.max_auto_lock_renewal_duration,
+            batch_wait=host.max_batch_wait_time,
+            session_idle=host.session_idle_timeout,
+        )
+
+
+class TriggerRunner:
+    def __init__(
+        self,
+        trigger: ServiceBusTrigger,
+        connection: Connection,
+        options: TriggerOptions,
+        stop: threading.Event,
+        *,
+        stats: TriggerStats | None = None,
+        client_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.trigger = trigger
+        self.options = options
+        self.stats = stats or TriggerStats(trigger.function_name)
+        self._connection = connection
+        self._stop = stop
+        self._client_kwargs = client_kwargs or {}
+        self._threads: list[threading.Thread] = []
+        self._renewer = AutoLockRenewer(
+            max_lock_renewal_duration=options.lock_renewal.total_seconds(),
+            on_lock_renew_failure=self._lock_renew_failed,
+        )
+
+    def start(self) -> None:
+        for index in range(self.options.concurrency):
+            thread = threading.Thread(
+                target=self._work, name=f"{self.trigger.function_name}-{index}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def join(self, timeout: float | None = None) -> None:
+        for thread in self._threads:
+            thread.join(timeout)
+        self._renewer.close()
+
+    # receiving
+
+    def _work(self) -> None:
+        with self._connection.client(**self._client_kwargs) as client:
+            while not self._stop.is_set():
+                try:
+                    with self._receiver(client) as receiver:
+                        self._drain(receiver)
+                except OperationTimeoutError:
+                    continue  # no session became available within the idle timeout
+                except ServiceBusError as exc:
+                    if not is_transient(exc):
+                        log.error(
+                            "%s: cannot receive from %s: %s",
+                            self.trigger.function_name,
+                            self.trigger.source,
+                            exc,
+                        )
+                    else:
+                        log.warning(
+                            "%s: receive interrupted (%s); reconnecting", self.trigger.function_name, exc
+                        )
+                    self._stop.wait(RECONNECT_DELAY.total_seconds())
+
+    def _receiver(self, client: ServiceBusClient) -> ServiceBusReceiver:
+        kwargs: dict[str, Any] = {
+            "prefetch_count": self.options.prefetch_count,
+            "auto_lock_renewer": self._renewer,
+        }
+        if self.trigger.dead_letter:
+            kwargs["sub_queue"] = ServiceBusSubQueue.DEAD_LETTER
+        if self.trigger.sessions:
+            kwargs["session_id"] = NEXT_AVAILABLE_SESSION
+            kwargs["max_wait_time"] = self.options.session_idle.total_seconds()
+        if self.trigger.queue_name:
+            return client.get_queue_receiver(self.trigger.queue_name, **kwargs)
+        return client.get_subscription_receiver(
+            self.trigger.topic_name or "", self.trigger.subscription_name or "", **kwargs
+        )
+
+    def _drain(self, receiver: ServiceBusReceiver) -> None:
+        """Receive and process batches until stopped; a session receiver gives its session up when idle."""
+        wait = self.options.session_idle if self.trigger.sessions else self.options.batch_wait
+        while not self._stop.is_set():
+            messages = receiver.receive_messages(
+                max_message_count=self.options.batch_size, max_wait_time=wait.total_seconds()
+            )
+            if not messages:
+                if self.trigger.sessions:
+                    return
+                continue
+            if self.trigger.many:
+                self._process(receiver, messages)
+            else:
+                for message in messages:
+                    self._process(receiver, [message])
+
+    # invoking and settling
+
+    def _process(self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage]) -> None:
+        argument: Any = [to_function_message(m) for m in messages]
+        if not self.trigger.many:
+            argument = argument[0]
+        retry_number = 0
+        while True:
+            try:
+                self.trigger.user_function(**{self.trigger.arg_name: argument})
+            except PoisonMessageError as exc:
+                self.stats.invocation_failed()
+                self._settle_poison(receiver, messages, exc)
+                return
+            except Exception as exc:
+                self.stats.invocation_failed()
+                retry_number += 1
+                policy = self.trigger.retry
+                if policy is None or not policy.allows(retry_number) or self._stop.is_set():
+                    log.error(
+                        "%s: invocation failed, abandoning %d message(s): %s",
+                        self.trigger.function_name,
+                        len(messages),
+                        exc,
+                    )
+                    self._settle(receiver, messages, receiver.abandon_message, "abandoned")
+                    return
+                delay = policy.delay(retry_number)
+                log.warning(
+                    "%s: invocation failed (%s); retry %d in %s",
+                    self.trigger.function_name,
+                    exc,
+                    retry_number,
+                    delay,
+                )
+                if self._stop.wait(delay.total_seconds()):
+                    self._settle(receiver, messages, receiver.abandon_message, "abandoned")
+                    return
+                continue
+            if self.options.auto_complete:
+                self._settle(receiver, messages, receiver.complete_message, "completed")
+            return
+
+    def _settle_poison(
+        self,
+        receiver: ServiceBusReceiver,
+        messages: Sequence[ServiceBusReceivedMessage],
+        exc: PoisonMessageError,
+    ) -> None:
+        good = [m for m in messages if m.sequence_number not in exc.failures]
+        bad = [m for m in messages if m.sequence_number in exc.failures]
+        self._settle(receiver, good, receiver.complete_message, "completed")
+        for message in bad:
+            if exc.is_last_delivery(message.delivery_count):
+                log.error(
+                    "%s: dead-lettering MessageId %s: %s",
+                    self.trigger.function_name,
+                    message.message_id,
+                    exc.description(message.sequence_number),
+                )
+                settle = _dead_letter(
+                    exc.DEAD_LETTER_REASON, exc.description(message.sequence_number), receiver
+                )
+                self._settle(receiver, [message], settle, "dead-lettered")
+            else:
+                self._settle(receiver, [message], receiver.abandon_message, "abandoned")
+
+    def _settle(
+        self,
+        receiver: ServiceBusReceiver,
+        messages: Sequence[ServiceBusReceivedMessage],
+        settle: Callable[[ServiceBusReceivedMessage], None],
+        outcome: str,
+    ) -> None:
+        settled = []
+        for message in messages:
+            try:
+                settle(message)
+                settled.append(message.enqueued_time_utc)
+            except ServiceBusError as exc:
+                # The lock is gone (expired, or the link dropped): the broker redelivers the message, and
+                # the target's duplicate detection absorbs the second copy.
+                log.warning(
+                    "%s: could not settle MessageId %s (%s): %s",
+                    self.trigger.function_name,
+                    message.message_id,
+                    outcome,
+                    exc,
+                )
+        self.stats.settled(settled, outcome=outcome)
+
+    def _lock_renew_failed(self, renewable: Any, error: Exception | None) -> None:
+        if error is not None:
+            log.warning("%s: lock renewal failed: %s", self.trigger.function_name, error)
+
+
+def _dead_letter(
+    reason: str, description: str, receiver: ServiceBusReceiver
+) -> Callable[[ServiceBusReceivedMessage], None]:
+    def settle(message: ServiceBusReceivedMessage) -> None:
+        receiver.dead_letter_message(message, reason=reason, error_description=description)
+
+    return settle
