@@ -113,9 +113,11 @@ COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
 _ORDERED_TYPES = frozenset({"Int64", "Double", "Decimal", "String", "DateTime", "TimeSpan", "Guid"})
 
 
-def _ordinal_key(text: str) -> bytes | str:
+def _ordinal(compare_fn: Callable[[Any, Any], bool], left: str, right: str) -> bool:
     """Strings order by UTF-16 code unit, as .NET ordinal comparison does (differs above U+FFFF)."""
-    return text if text.isascii() else text.encode("utf-16-be")
+    if left.isascii() and right.isascii():
+        return compare_fn(left, right)
+    return compare_fn(left.encode("utf-16-be"), right.encode("utf-16-be"))
 
 
 def compare(symbol: str, left: Any, right: Any) -> bool | None:
@@ -128,7 +130,7 @@ def compare(symbol: str, left: Any, right: Any) -> bool | None:
         if common not in _ORDERED_TYPES:
             raise _not_applicable(common, common, symbol)
         if common == "String":
-            return compare_fn(_ordinal_key(left), _ordinal_key(right))
+            return _ordinal(compare_fn, left, right)
     return compare_fn(left, right)
 
 
