@@ -7,9 +7,6 @@ import datetime as dt
 
 from replicators.durations import parse_iso_duration
 
-# The service's "never": TimeSpan.MaxValue, which the admin API writes as P10675199DT2H48M5.4775807S.
-TIMESPAN_MAX = dt.timedelta(days=10675199, hours=2, minutes=48, seconds=5, microseconds=477580)
-
 
 def parse_duration(value: str | dt.timedelta) -> dt.timedelta:
     """An ISO 8601 duration (`PT2M`, `P1DT12H`, `PT0.5S`) as a timedelta; a timedelta passes through."""
