@@ -60,7 +60,7 @@ class SendRetryPolicy:
         return tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient),
             wait=tenacity.wait_exponential_jitter(
-                initial=self.initial.total_seconds(),
+                multiplier=self.initial.total_seconds(),
                 max=self.maximum.total_seconds(),
                 jitter=self.jitter.total_seconds(),
             ),
