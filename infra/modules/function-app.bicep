@@ -1,0 +1,146 @@
+// The Function App that runs sbfed's function_app.py: Linux, Python, system-assigned managed identity.
+// Flex Consumption by default (the deployment package lives in a blob container the identity reads);
+// Elastic Premium as an option. Every connection is identity-based: no keys, no connection strings but
+// Application Insights' (which carries no secret: its local auth is disabled).
+
+param name string
+param planName string
+param location string
+param tags object
+
+@allowed([
+  'flex'
+  'premium'
+])
+param hosting string
+
+param pythonVersion string
+param maximumInstanceCount int
+param instanceMemoryMB int
+
+@description('Host storage account (AzureWebJobsStorage through the identity).')
+param storageAccountName string
+
+@description('Blob container URL of the Flex Consumption deployment package.')
+param deploymentContainerUrl string
+
+param applicationInsightsName string
+
+@description('Path of the topology file inside the app (SBFED_TOPOLOGY).')
+param topologyFile string
+
+@description('Blob container URL the audit tasks write to (SBFED_AUDIT_SINK).')
+param auditSink string
+
+@description('[{setting, fullyQualifiedNamespace}] for every connection setting the tasks name.')
+param connections array
+
+var isFlex = hosting == 'flex'
+
+resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: isFlex ? 'functionapp' : 'elastic'
+  sku: isFlex ? {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  } : {
+    name: 'EP1'
+    tier: 'ElasticPremium'
+  }
+  properties: {
+    reserved: true
+    maximumElasticWorkerCount: isFlex ? null : 20
+  }
+}
+
+resource site 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  tags: union(tags, {
+    'azd-service-name': 'replicator'
+  })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'SystemAssigned'
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      linuxFxVersion: isFlex ? null : 'Python|${pythonVersion}'
+    }
+    functionAppConfig: isFlex ? {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: deploymentContainerUrl
+          authentication: {
+            type: 'SystemAssignedIdentity'
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        name: 'python'
+        version: pythonVersion
+      }
+    } : null
+  }
+}
+
+// Publishing with FTP or SCM basic credentials is off; azd deploys with Microsoft Entra ID.
+resource ftpCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+resource scmCredentials 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+}
+
+var commonSettings = {
+  AzureWebJobsStorage__accountName: storageAccountName
+  AzureWebJobsStorage__credential: 'managedidentity'
+  APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsights.properties.ConnectionString
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Authorization=AAD'
+  SBFED_TOPOLOGY: topologyFile
+  SBFED_AUDIT_SINK: auditSink
+}
+
+// Flex Consumption takes the runtime from functionAppConfig and rejects these settings.
+var premiumSettings = isFlex ? {} : {
+  FUNCTIONS_EXTENSION_VERSION: '~4'
+  FUNCTIONS_WORKER_RUNTIME: 'python'
+  SCM_DO_BUILD_DURING_DEPLOYMENT: 'true'
+}
+
+// <Setting>__fullyQualifiedNamespace makes the Service Bus trigger (and the SDK clients) use the identity.
+var namespaceSettings = toObject(connections, c => '${c.setting}__fullyQualifiedNamespace', c => c.fullyQualifiedNamespace)
+var credentialSettings = toObject(connections, c => '${c.setting}__credential', c => 'managedidentity')
+
+resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: site
+  name: 'appsettings'
+  properties: union(commonSettings, premiumSettings, namespaceSettings, credentialSettings)
+}
+
+output name string = site.name
+output principalId string = site.identity.principalId

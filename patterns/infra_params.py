@@ -1,0 +1,394 @@
+"""Render the parameters of `infra/main.bicep` from a topology file, so Bicep never holds a second copy.
+
+The topology speaks the azure-servicebus SDK's language (snake_case keyword arguments, ISO 8601 durations);
+ARM speaks camelCase. `ARM_PROPERTIES` is the one table between them. The renderer also decides what the
+Function App's identity may do: for every task, Azure Service Bus Data Receiver on the source entity and
+Data Sender on the target entity, each scoped to that entity (queue, topic, or topic subscription) rather
+than to the namespace. A property ARM cannot carry is an error here, not a silent drop at deploy time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patterns.topology import NamespaceSpec, RuleSpec, Topology, TopologyError
+
+PARAMETERS_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#"
+
+DATA_RECEIVER = "Azure Service Bus Data Receiver"
+DATA_SENDER = "Azure Service Bus Data Sender"
+
+HOSTINGS = ("flex", "premium")
+SKUS = ("Standard", "Premium")
+ENTITY_STATUSES = ("Active", "Disabled", "SendDisabled", "ReceiveDisabled")
+
+# Bicep builds the namespace name as 'sb-<name>-<13-character token>'; Azure allows 50 characters.
+MAX_NAMESPACE_NAME = 32
+_NAMESPACE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+_ISO_DURATION = re.compile(
+    r"^P(?!$)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$"
+)
+# ARM rule filters and actions are SQL-92 expressions at compatibility level 20 (the only level there is).
+SQL_COMPATIBILITY_LEVEL = 20
+
+
+class InfraError(TopologyError):
+    """The topology cannot be deployed to Azure as declared; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class ArmProperty:
+    name: str  # the ARM (camelCase) property name
+    kind: str  # duration | bool | int | entity | status
+
+
+# SDK keyword argument -> ARM property (Microsoft.ServiceBus/namespaces/* @2024-01-01).
+ARM_PROPERTIES: dict[str, ArmProperty] = {
+    "auto_delete_on_idle": ArmProperty("autoDeleteOnIdle", "duration"),
+    "dead_lettering_on_filter_evaluation_exceptions": ArmProperty(
+        "deadLetteringOnFilterEvaluationExceptions", "bool"),
+    "dead_lettering_on_message_expiration": ArmProperty("deadLetteringOnMessageExpiration", "bool"),
+    "default_message_time_to_live": ArmProperty("defaultMessageTimeToLive", "duration"),
+    "duplicate_detection_history_time_window": ArmProperty("duplicateDetectionHistoryTimeWindow", "duration"),
+    "enable_batched_operations": ArmProperty("enableBatchedOperations", "bool"),
+    "enable_express": ArmProperty("enableExpress", "bool"),
+    "enable_partitioning": ArmProperty("enablePartitioning", "bool"),
+    "forward_dead_lettered_messages_to": ArmProperty("forwardDeadLetteredMessagesTo", "entity"),
+    "forward_to": ArmProperty("forwardTo", "entity"),
+    "lock_duration": ArmProperty("lockDuration", "duration"),
+    "max_delivery_count": ArmProperty("maxDeliveryCount", "int"),
+    "max_message_size_in_kilobytes": ArmProperty("maxMessageSizeInKilobytes", "int"),
+    "max_size_in_megabytes": ArmProperty("maxSizeInMegabytes", "int"),
+    "requires_duplicate_detection": ArmProperty("requiresDuplicateDetection", "bool"),
+    "requires_session": ArmProperty("requiresSession", "bool"),
+    "status": ArmProperty("status", "status"),
+    "support_ordering": ArmProperty("supportOrdering", "bool"),
+}
+
+# Which SDK properties each entity kind takes (the SDK's create_* keyword arguments, plus status).
+ENTITY_PROPERTIES: dict[str, frozenset[str]] = {
+    "queue": frozenset({
+        "auto_delete_on_idle", "dead_lettering_on_message_expiration", "default_message_time_to_live",
+        "duplicate_detection_history_time_window", "enable_batched_operations", "enable_express",
+        "enable_partitioning", "forward_dead_lettered_messages_to", "forward_to", "lock_duration",
+        "max_delivery_count", "max_message_size_in_kilobytes", "max_size_in_megabytes",
+        "requires_duplicate_detection", "requires_session", "status",
+    }),
+    "topic": frozenset({
+        "auto_delete_on_idle", "default_message_time_to_live", "duplicate_detection_history_time_window",
+        "enable_batched_operations", "enable_express", "enable_partitioning", "max_message_size_in_kilobytes",
+        "max_size_in_megabytes", "requires_duplicate_detection", "status", "support_ordering",
+    }),
+    "subscription": frozenset({
+        "auto_delete_on_idle", "dead_lettering_on_filter_evaluation_exceptions",
+        "dead_lettering_on_message_expiration", "default_message_time_to_live", "enable_batched_operations",
+        "forward_dead_lettered_messages_to", "forward_to", "lock_duration", "max_delivery_count",
+        "requires_session", "status",
+    }),
+}
+
+# SDK properties with no ARM counterpart in the API version the templates use.
+NOT_IN_ARM: dict[str, str] = {
+    "user_metadata": "ARM Microsoft.ServiceBus@2024-01-01 has no userMetadata",
+    "authorization_rules": "SAS rules are not deployed: the namespaces run with disableLocalAuth",
+    "filtering_messages_before_publishing": "ARM has no such topic property",
+    "size_in_bytes": "it is a runtime figure, not a setting",
+}
+
+# Correlation filter fields: SDK name -> ARM name.
+CORRELATION_FIELDS: dict[str, str] = {
+    "content_type": "contentType",
+    "correlation_id": "correlationId",
+    "label": "label",
+    "message_id": "messageId",
+    "reply_to": "replyTo",
+    "reply_to_session_id": "replyToSessionId",
+    "session_id": "sessionId",
+    "to": "to",
+}
+
+
+@dataclass
+class InfraOptions:
+    """Deployment choices that are not in the topology file. `${...}` values are filled in by azd."""
+
+    locations: dict[str, str]  # namespace -> Azure region
+    topology_file: str  # the topology file's path inside the deployed app (SBFED_TOPOLOGY)
+    hosting: str = "flex"
+    sku: str = "Standard"
+    name_prefix: str = "${AZURE_ENV_NAME}"
+    app_location: str = "${AZURE_LOCATION}"
+    operator_principal_id: str = "${AZURE_PRINCIPAL_ID}"
+
+
+def arm_entity_properties(kind: str, props: dict[str, Any], where: str,
+                          sku: str = "Standard") -> dict[str, Any]:
+    """Map one entity's SDK properties to ARM ones, checking each value and what the SKU allows."""
+    out: dict[str, Any] = {}
+    for key, value in props.items():
+        if key in NOT_IN_ARM:
+            raise InfraError(f"{where}: property '{key}' cannot be deployed with Bicep: {NOT_IN_ARM[key]}")
+        if key not in ENTITY_PROPERTIES[kind]:
+            raise InfraError(f"{where}: '{key}' is not a {kind} property "
+                             f"(known: {', '.join(sorted(ENTITY_PROPERTIES[kind]))})")
+        prop = ARM_PROPERTIES[key]
+        out[prop.name] = _checked_value(prop.kind, value, f"{where}/{key}")
+    _check_sku(out, where, sku)
+    return out
+
+
+def _checked_value(kind: str, value: Any, where: str) -> Any:
+    if kind == "duration":
+        if not isinstance(value, str) or not _ISO_DURATION.match(value):
+            raise InfraError(f"{where}: expected an ISO 8601 duration such as PT1M, got {value!r}")
+    elif kind == "bool":
+        if not isinstance(value, bool):
+            raise InfraError(f"{where}: expected true or false, got {value!r}")
+    elif kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InfraError(f"{where}: expected a positive integer, got {value!r}")
+    elif kind == "status":
+        if value not in ENTITY_STATUSES:
+            raise InfraError(f"{where}: expected one of {', '.join(ENTITY_STATUSES)}, got {value!r}")
+    elif not isinstance(value, str) or not value or "/" in value or ":" in value:
+        raise InfraError(f"{where}: expected the name of an entity in the same namespace, got {value!r}")
+    return value
+
+
+def _check_sku(arm: dict[str, Any], where: str, sku: str) -> None:
+    """The per-entity settings Service Bus refuses for the namespace's tier."""
+    if sku == "Premium":
+        if arm.get("enablePartitioning"):
+            raise InfraError(f"{where}: enable_partitioning is not supported on Premium namespaces "
+                             "(Premium partitions the whole namespace)")
+        if arm.get("enableExpress"):
+            raise InfraError(f"{where}: enable_express is not supported on Premium namespaces")
+    elif "maxMessageSizeInKilobytes" in arm:
+        raise InfraError(f"{where}: max_message_size_in_kilobytes needs a Premium namespace "
+                         "(use --sku Premium)")
+
+
+def arm_rule(rule: RuleSpec, where: str) -> dict[str, Any]:
+    """A topology rule as ARM rule properties: filterType, sqlFilter | correlationFilter, action."""
+    kind = rule.filter_kind
+    if kind == "correlation":
+        props: dict[str, Any] = {"filterType": "CorrelationFilter",
+                                 "correlationFilter": _correlation_filter(rule.filter["correlation"], where)}
+    else:
+        if kind == "sql":
+            expression = rule.filter["sql"]
+            if not isinstance(expression, str) or not expression.strip():
+                raise InfraError(f"{where}: the SQL filter is empty")
+            if rule.filter.get("parameters"):
+                raise InfraError(f"{where}: ARM SQL filters take no parameters; write the values into the "
+                                 "expression")
+        else:
+            expression = "1=1" if kind == "true" else "1=0"
+        props = {"filterType": "SqlFilter",
+                 "sqlFilter": {"sqlExpression": expression, "compatibilityLevel": SQL_COMPATIBILITY_LEVEL}}
+    if rule.action is not None:
+        if rule.action.get("parameters"):
+            raise InfraError(f"{where}: ARM rule actions take no parameters; write the values into the "
+                             "action")
+        props["action"] = {"sqlExpression": rule.action["sql"], "compatibilityLevel": SQL_COMPATIBILITY_LEVEL}
+    return props
+
+
+def _correlation_filter(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise InfraError(f"{where}: a correlation filter is a mapping of fields")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "properties":
+            out["properties"] = _correlation_properties(value, where)
+        elif key in CORRELATION_FIELDS:
+            if not isinstance(value, str):
+                raise InfraError(f"{where}: correlation field '{key}' must be a string")
+            out[CORRELATION_FIELDS[key]] = value
+        else:
+            raise InfraError(f"{where}: unknown correlation filter field '{key}' "
+                             f"(known: {', '.join(sorted([*CORRELATION_FIELDS, 'properties']))})")
+    if not any(out.values()):
+        raise InfraError(f"{where}: a correlation filter needs at least one field")
+    return out
+
+
+def _correlation_properties(raw: Any, where: str) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise InfraError(f"{where}: correlation filter properties are a mapping of name to value")
+    for name, value in raw.items():
+        if not isinstance(value, str):
+            # Service Bus compares application properties by type; ARM carries strings only, so an int
+            # would silently become a filter that never matches.
+            raise InfraError(f"{where}: correlation property '{name}' is {type(value).__name__}; ARM "
+                             "templates carry string values only")
+    return dict(raw)
+
+
+def _rules(rules: list[RuleSpec], where: str) -> list[dict[str, Any]]:
+    """ARM creates `$Default` (true filter) with every subscription and cannot delete it, so a subscription
+    with rules of its own gets `$Default` replaced by a filter that never matches."""
+    out = [{"name": r.name, "properties": arm_rule(r, f"{where}/rules/{r.name}")} for r in rules]
+    if rules and not any(r.name == "$Default" for r in rules):
+        never = RuleSpec("$Default", {"false": {}})
+        out.insert(0, {"name": never.name, "properties": arm_rule(never, where)})
+    return out
+
+
+def _forward_targets(props: dict[str, Any]) -> list[str]:
+    return [props[k] for k in ("forward_to", "forward_dead_lettered_messages_to") if k in props]
+
+
+def _ordered_queues(ns: NamespaceSpec, where: str) -> list[Any]:
+    """Queues in deployment order: an autoforward target must exist before the queue that forwards to it
+    (Bicep deploys the queues one at a time in this order)."""
+    entities = {q.name.lower() for q in ns.queues} | {t.name.lower() for t in ns.topics}
+    queues = {q.name.lower(): q for q in ns.queues}
+    for owner, props in [(q.name, q.properties) for q in ns.queues] + [
+            (f"{t.name}/{s.name}", s.properties) for t in ns.topics for s in t.subscriptions]:
+        for target in _forward_targets(props):
+            if isinstance(target, str) and target.lower() not in entities:
+                raise InfraError(f"{where}/{owner}: forwards to '{target}', which is not declared in the "
+                                 "namespace")
+    ordered: list[Any] = []
+    state: dict[str, str] = {}
+
+    def visit(key: str, chain: list[str]) -> None:
+        if state.get(key) == "done":
+            return
+        if state.get(key) == "visiting":
+            raise InfraError(f"{where}: autoforwarding cycle {' -> '.join([*chain, queues[key].name])}")
+        state[key] = "visiting"
+        for target in _forward_targets(queues[key].properties):
+            if isinstance(target, str) and target.lower() in queues:
+                visit(target.lower(), [*chain, queues[key].name])
+        state[key] = "done"
+        ordered.append(queues[key])
+
+    for key in queues:
+        visit(key, [])
+    return ordered
+
+
+def _namespace(ns: NamespaceSpec, location: str, sku: str, roles: list[dict[str, str]]) -> dict[str, Any]:
+    where = f"namespaces/{ns.name}"
+    return {
+        "name": ns.name,
+        "location": location,
+        "sku": sku,
+        "queues": [{"name": q.name, "properties": arm_entity_properties("queue", q.properties,
+                                                                        f"{where}/queues/{q.name}", sku)}
+                   for q in _ordered_queues(ns, where)],
+        "topics": [{
+            "name": t.name,
+            "properties": arm_entity_properties("topic", t.properties, f"{where}/topics/{t.name}", sku),
+            "subscriptions": [{
+                "name": s.name,
+                "properties": arm_entity_properties("subscription", s.properties,
+                                                    f"{where}/topics/{t.name}/{s.name}", sku),
+                "rules": _rules(s.rules, f"{where}/topics/{t.name}/{s.name}"),
+            } for s in t.subscriptions],
+        } for t in ns.topics],
+        "roleAssignments": roles,
+    }
+
+
+def _task_endpoint(topology: Topology, task: dict[str, Any], side: str) -> tuple[str, str, dict[str, str]]:
+    """(connection setting, namespace, role scope) of a task's source or target, whose entity must be
+    declared."""
+    where = f"tasks/{task['name']}/{side}"
+    end = task.get(side)
+    if not isinstance(end, dict) or not isinstance(end.get("connection"), str):
+        raise InfraError(f"{where}: expected {{connection: <setting>, queue | topic ...}}")
+    ns = topology.namespace_of(end["connection"])
+    queue, topic, subscription = end.get("queue"), end.get("topic"), end.get("subscription")
+    if side == "source" and topic is not None and subscription is None:
+        raise InfraError(f"{where}: a task reads a topic through a subscription; add subscription: <name>")
+    if side == "target" and subscription is not None:
+        raise InfraError(f"{where}: a task sends to a queue or a topic, not to a subscription")
+    if (queue is None) == (topic is None):
+        raise InfraError(f"{where}: name exactly one of queue or topic")
+    if queue is not None:
+        declared = ns.queue(queue)
+        if declared is None:
+            raise InfraError(f"{where}: queue '{queue}' is not declared in namespace '{ns.name}'")
+        return end["connection"], ns.name, {"entityType": "queue", "queue": declared.name}
+    declared_topic = ns.topic(topic)
+    if declared_topic is None:
+        raise InfraError(f"{where}: topic '{topic}' is not declared in namespace '{ns.name}'")
+    if subscription is None:
+        return end["connection"], ns.name, {"entityType": "topic", "topic": declared_topic.name}
+    declared_sub = next((s for s in declared_topic.subscriptions
+                         if s.name.lower() == subscription.lower()), None)
+    if declared_sub is None:
+        raise InfraError(f"{where}: subscription '{topic}/{subscription}' is not declared in namespace "
+                         f"'{ns.name}'")
+    return end["connection"], ns.name, {"entityType": "subscription", "topic": declared_topic.name,
+                                        "subscription": declared_sub.name}
+
+
+def task_access(topology: Topology) -> tuple[dict[str, list[dict[str, str]]], list[str]]:
+    """Role assignments per namespace (Data Receiver on each source, Data Sender on each target, entity scope,
+    no duplicates) and the connection settings the tasks name."""
+    roles: dict[str, list[dict[str, str]]] = {name: [] for name in topology.namespaces}
+    settings: list[str] = []
+    for task in topology.tasks:
+        kind = task.get("kind", "replicate")
+        if kind not in ("replicate", "audit"):
+            raise InfraError(f"tasks/{task['name']}: kind must be replicate or audit, got {kind!r}")
+        sides = [("source", DATA_RECEIVER)]
+        if kind == "replicate" or task.get("target") is not None:
+            sides.append(("target", DATA_SENDER))
+        for side, role in sides:
+            setting, namespace, scope = _task_endpoint(topology, task, side)
+            assignment = {"role": role, **scope}
+            if assignment not in roles[namespace]:
+                roles[namespace].append(assignment)
+            if setting not in settings:
+                settings.append(setting)
+    return roles, sorted(settings)
+
+
+def render_parameters(topology: Topology, options: InfraOptions) -> dict[str, Any]:
+    """The ARM deployment parameters document for infra/main.bicep."""
+    if options.hosting not in HOSTINGS:
+        raise InfraError(f"hosting must be one of {', '.join(HOSTINGS)}, got {options.hosting!r}")
+    if options.sku not in SKUS:
+        raise InfraError(f"sku must be one of {', '.join(SKUS)} (topics need Standard or above), "
+                         f"got {options.sku!r}")
+    if not topology.namespaces:
+        raise InfraError("the topology declares no namespaces")
+    unknown = sorted(set(options.locations) - set(topology.namespaces))
+    if unknown:
+        raise InfraError(f"location map names undeclared namespaces: {', '.join(unknown)}")
+    for name in topology.namespaces:
+        if not _NAMESPACE_NAME.match(name) or len(name) > MAX_NAMESPACE_NAME:
+            raise InfraError(f"namespaces/{name}: an Azure-deployable name has at most {MAX_NAMESPACE_NAME} "
+                             "letters, digits and hyphens and starts with a letter")
+        if not options.locations.get(name):
+            raise InfraError(f"namespaces/{name}: no Azure region; add {name}=<region> to the location map")
+    roles, settings = task_access(topology)
+    values: dict[str, Any] = {
+        "namePrefix": options.name_prefix,
+        "location": options.app_location,
+        "hosting": options.hosting,
+        "topologyFile": options.topology_file,
+        "namespaces": [_namespace(ns, options.locations[name], options.sku, roles[name])
+                       for name, ns in topology.namespaces.items()],
+        "connections": [{"setting": s, "namespace": topology.connections[s]} for s in settings],
+        "operatorPrincipalId": options.operator_principal_id,
+    }
+    return {"$schema": PARAMETERS_SCHEMA, "contentVersion": "1.0.0.0",
+            "parameters": {name: {"value": value} for name, value in values.items()}}
+
+
+def write_parameters(document: dict[str, Any], path: str | Path) -> None:
+    path = Path(path)
+    if path.suffix != ".json":
+        raise InfraError(f"{path}: only ARM parameter files (.json) are rendered")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
