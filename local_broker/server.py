@@ -1,0 +1,171 @@
+"""The local broker process: N namespaces, each with its own AMQP port and HTTPS admin port.
+
+All namespaces share one reactor thread (which owns every engine); each has a SASL listener for AMQP
+and an `AdminServer` (HTTPS management, control API, `/health`) whose threads hand work to the reactor.
+
+Programmatic use (tests, drills):
+
+    server = BrokerServer("topology.yaml", data_dir=None, in_memory=True)   # or a list of NamespaceSpec
+    server.start()
+    ns = server.namespaces["primary"]
+    ServiceBusClient.from_connection_string(ns.connection_string)
+    ServiceBusAdministrationClient.from_connection_string(ns.admin_connection_string,
+                                                          connection_verify=server.cert_path)
+    server.call("primary", lambda namespace: namespace.get_queue_runtime_properties("q1"))
+    server.stop()
+
+`data_dir` holds one SQLite file per namespace (`<name>.db`) and the admin TLS certificate; without it
+(or with `in_memory=True`) the engines keep everything in memory and the certificate goes to a
+temporary directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from local_broker.auth import MANAGE, NamespaceAuth, SharedAccessPolicy
+from local_broker.engine import NamespaceConfig, SystemClock
+from local_broker.engine.namespace import Namespace
+from local_broker.faults import FaultState, NamespaceFaults
+from local_broker.store import MemoryStore, SqliteStore
+from local_broker.tls import ensure_certificate
+from local_broker.topology import NamespaceSpec, apply_entities, load
+from local_broker.wire.admin.server import AdminServer
+from local_broker.wire.amqp.endpoint import NamespaceEndpoint
+from local_broker.wire.amqp.logs import log_event
+from local_broker.wire.amqp.reactor import EngineThread
+from local_broker.wire.amqp.sasl import SaslListener
+
+log = logging.getLogger("local_broker.server")
+T = TypeVar("T")
+
+
+@dataclass
+class HostedNamespace:
+    """One namespace as clients see it."""
+
+    name: str
+    host: str
+    amqp_port: int
+    admin_port: int
+    policy: SharedAccessPolicy
+    cert_path: str
+    engine: Any
+    faults: NamespaceFaults
+
+    @property
+    def connection_string(self) -> str:
+        return (f"Endpoint=sb://{self.host}:{self.amqp_port};SharedAccessKeyName={self.policy.name};"
+                f"SharedAccessKey={self.policy.key};UseDevelopmentEmulator=true")
+
+    @property
+    def admin_connection_string(self) -> str:
+        return (f"Endpoint=sb://{self.host}:{self.admin_port};SharedAccessKeyName={self.policy.name};"
+                f"SharedAccessKey={self.policy.key}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"namespace": self.name, "amqp_port": self.amqp_port, "admin_port": self.admin_port,
+                "connection_string": self.connection_string,
+                "admin_connection_string": self.admin_connection_string, "cert_path": self.cert_path}
+
+
+def _connection_policy(policies: list[SharedAccessPolicy]) -> SharedAccessPolicy:
+    return next((p for p in policies if MANAGE in p.rights), policies[0])
+
+
+class BrokerServer:
+    """Hosts the namespaces of a topology; see the module docstring."""
+
+    def __init__(self, topology: str | os.PathLike[str] | list[NamespaceSpec], data_dir: str | None = None,
+                 in_memory: bool = True, host: str = "127.0.0.1") -> None:
+        self.specs = load(topology) if isinstance(topology, str | os.PathLike) else list(topology)
+        self.data_dir = data_dir
+        self.in_memory = in_memory or data_dir is None
+        self.host = host
+        self.namespaces: dict[str, HostedNamespace] = {}
+        self.thread = EngineThread()
+        self._admins: list[AdminServer] = []
+        self._temp_dir: str | None = None
+        self.cert_path = ""
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        cert_dir = self.data_dir or tempfile.mkdtemp(prefix="sbfed-broker-")
+        if self.data_dir is None:
+            self._temp_dir = cert_dir
+        certificate = ensure_certificate(cert_dir)
+        self.cert_path = str(certificate.cert_path)
+        for spec in self.specs:
+            self._host(spec, certificate)
+        self.thread.start()
+        for admin in self._admins:
+            admin.start()
+        for hosted, admin in zip(self.namespaces.values(), self._admins, strict=True):
+            hosted.admin_port = admin.port
+            log_event(log, logging.INFO, "namespace-ready", **hosted.describe())
+
+    def _host(self, spec: NamespaceSpec, certificate: Any) -> None:
+        engine = self._open_engine(spec)
+        apply_entities(engine, spec)
+        engine.commit()
+        auth = NamespaceAuth(spec.policies)
+        faults = NamespaceFaults()
+        endpoint = NamespaceEndpoint(spec.name, engine, auth, self.thread, faults)
+        listener = SaslListener(self.thread.container, self.host, spec.amqp_port, auth, endpoint,
+                                endpoint.accept_connection, faults)
+        self.thread.on_closing(listener.close)
+        self.thread.on_closing(endpoint.close)
+        self.thread.on_closing(engine.close)
+        faults.on_change(lambda old, new, e=endpoint: self._on_fault_change(e, old, new))
+
+        def run_on_engine(fn: Callable[[Any], T], engine: Any = engine) -> T:
+            return self.thread.call(lambda: fn(engine))
+
+        admin = AdminServer(spec.name, self.host, spec.admin_port, str(certificate.cert_path),
+                            str(certificate.key_path), auth, run_on_engine, faults)
+        self._admins.append(admin)
+        self.namespaces[spec.name] = HostedNamespace(
+            name=spec.name, host=self.host, amqp_port=listener.port, admin_port=spec.admin_port,
+            policy=_connection_policy(spec.policies), cert_path=str(certificate.cert_path), engine=engine,
+            faults=faults)
+
+    def _open_engine(self, spec: NamespaceSpec) -> Any:
+        config = NamespaceConfig(name=spec.name, max_message_size_in_kilobytes=spec.max_message_size_kb)
+        if self.in_memory:
+            store: Any = MemoryStore()
+        else:
+            Path(self.data_dir).mkdir(parents=True, exist_ok=True)
+            store = SqliteStore(str(Path(self.data_dir) / f"{spec.name}.db"))
+        return Namespace.open(store, config=config, clock=SystemClock())
+
+    def _on_fault_change(self, endpoint: NamespaceEndpoint, old: FaultState, new: FaultState) -> None:
+        if new.drops_connections and not old.drops_connections:
+            self.thread.call(endpoint.drop_connections)
+
+    def stop(self) -> None:
+        for admin in self._admins:
+            admin.stop()
+        self.thread.stop()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    def __enter__(self) -> BrokerServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- for tests and drills ----------------------------------------------------------------------------
+    def call(self, namespace: str, fn: Callable[[Any], T]) -> T:
+        """Run `fn(engine namespace)` on the reactor thread and return its result."""
+        engine = self.namespaces[namespace].engine
+        return self.thread.call(lambda: fn(engine))

@@ -1,0 +1,260 @@
+"""AMQP 1.0 message sections: split what a client sent, and build what a receiver gets.
+
+proton's `Message` re-encodes a message and loses details the SDK depends on (delivery-count 0, the
+exact types of properties, described bodies), so the broker works on the encoded sections instead:
+the header, message-annotations, properties and application-properties are decoded to Python values
+(proton `Data`, which keeps AMQP types such as `symbol`, `timestamp`, `int32`), and everything from the
+body on (data / amqp-sequence / amqp-value sections and the footer) is kept as raw bytes and sent back
+verbatim. Delivery-annotations are hop-by-hop and dropped.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from proton import Data
+
+HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES = range(0x70, 0x75)
+DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = range(0x75, 0x79)
+BODY_SECTIONS = frozenset({DATA, AMQP_SEQUENCE, AMQP_VALUE})
+
+PROPERTY_FIELDS = (
+    "message_id", "user_id", "to", "subject", "reply_to", "correlation_id", "content_type",
+    "content_encoding", "absolute_expiry_time", "creation_time", "group_id", "group_sequence",
+    "reply_to_group_id",
+)
+
+# Fixed-width AMQP constructors -> payload size (AMQP 1.0 part 1, 1.6).
+_FIXED = {
+    **dict.fromkeys((0x40, 0x41, 0x42, 0x43, 0x44, 0x45), 0),
+    **dict.fromkeys((0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56), 1),
+    **dict.fromkeys((0x60, 0x61), 2),
+    **dict.fromkeys((0x70, 0x71, 0x72, 0x73, 0x74), 4),
+    **dict.fromkeys((0x80, 0x81, 0x82, 0x83, 0x84), 8),
+    **dict.fromkeys((0x94, 0x98), 16),
+}
+_SIZE1 = frozenset({0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0})
+_SIZE4 = frozenset({0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0})
+
+
+class MessageDecodeError(ValueError):
+    """The bytes of a transfer are not a well-formed AMQP message."""
+
+
+def _skip(buf: bytes, pos: int) -> int:
+    """Position just after the encoded value that starts at `pos`."""
+    try:
+        code = buf[pos]
+        if code == 0x00:  # described: descriptor, then the value
+            return _skip(buf, _skip(buf, pos + 1))
+        if code in _FIXED:
+            end = pos + 1 + _FIXED[code]
+        elif code in _SIZE1:
+            end = pos + 2 + buf[pos + 1]
+        elif code in _SIZE4:
+            end = pos + 5 + struct.unpack_from(">I", buf, pos + 1)[0]
+        else:
+            raise MessageDecodeError(f"unknown AMQP type constructor 0x{code:02x} at offset {pos}")
+    except (IndexError, struct.error) as exc:
+        raise MessageDecodeError(f"truncated AMQP value at offset {pos}") from exc
+    if end > len(buf):
+        raise MessageDecodeError(f"truncated AMQP value at offset {pos}")
+    return end
+
+
+def _section_code(buf: bytes, pos: int) -> int:
+    """The descriptor of the section at `pos` (only small/long ulong descriptors are valid sections)."""
+    if buf[pos] != 0x00:
+        raise MessageDecodeError(f"expected a described section at offset {pos}")
+    if buf[pos + 1] == 0x53:
+        code = buf[pos + 2]
+    elif buf[pos + 1] == 0x80:
+        code = struct.unpack_from(">Q", buf, pos + 2)[0]
+    else:
+        raise MessageDecodeError(f"unsupported section descriptor at offset {pos}")
+    if not HEADER <= code <= FOOTER:
+        raise MessageDecodeError(f"0x{code:x} is not a message section")
+    return code
+
+
+def split_sections(buf: bytes) -> list[tuple[int, int, int]]:
+    """(section code, start, end) of every top-level section of an encoded message."""
+    sections, pos = [], 0
+    while pos < len(buf):
+        code = _section_code(buf, pos)
+        end = _skip(buf, pos)
+        sections.append((code, pos, end))
+        pos = end
+    return sections
+
+
+def _decode_value(buf: bytes) -> Any:
+    """The Python value of one encoded section's content (the descriptor is dropped)."""
+    data = Data()
+    data.decode(buf)
+    data.rewind()
+    data.next()
+    return data.get_object().value
+
+
+def encode_value(value: Any) -> bytes:
+    data = Data()
+    data.put_object(value)
+    return bytes(data.encode())
+
+
+def described(code: int, encoded_value: bytes) -> bytes:
+    """A section: the small-ulong descriptor (the only form the SDK decodes) and its encoded value."""
+    return b"\x00\x53" + bytes((code,)) + encoded_value
+
+
+@dataclass(slots=True)
+class Header:
+    durable: bool = False
+    priority: int = 4
+    ttl_ms: int | None = None
+    first_acquirer: bool = False
+    delivery_count: int = 0
+
+
+@dataclass(slots=True)
+class Sections:
+    """One encoded message split up: decoded header/annotations/properties, raw body bytes."""
+
+    header: Header = field(default_factory=Header)
+    annotations: dict[Any, Any] = field(default_factory=dict)
+    properties: dict[str, Any] = field(default_factory=dict)  # PROPERTY_FIELDS names, only those set
+    application_properties: dict[Any, Any] = field(default_factory=dict)
+    body: bytes = b""  # body sections + footer, verbatim
+
+
+def decode_sections(buf: bytes) -> Sections:
+    """Parse one encoded message (as a client transferred it)."""
+    buf = bytes(buf)
+    out = Sections()
+    body_parts: list[tuple[int, int]] = []
+    for code, start, end in split_sections(buf):
+        if code in BODY_SECTIONS or code == FOOTER:
+            body_parts.append((start, end))
+        elif code == DELIVERY_ANNOTATIONS:  # hop-by-hop; the SDK even puts them after the body
+            continue
+        elif body_parts:
+            raise MessageDecodeError("a header, annotation or property section follows the body")
+        else:
+            _apply_section(out, code, buf[start:end])
+    if not body_parts:
+        raise MessageDecodeError("the message has no body section")
+    out.body = b"".join(buf[start:end] for start, end in body_parts)
+    return out
+
+
+def _apply_section(out: Sections, code: int, section: bytes) -> None:
+    try:
+        value = _decode_value(section)
+    except Exception as exc:  # proton raises its own DataException and others on bad bytes
+        raise MessageDecodeError(f"cannot decode section 0x{code:x}: {exc}") from exc
+    if code == HEADER:
+        fields = [*list(value or []), None, None, None, None, None]
+        out.header = Header(
+            durable=bool(fields[0]),
+            priority=4 if fields[1] is None else int(fields[1]),
+            ttl_ms=None if fields[2] is None else int(fields[2]),
+            first_acquirer=bool(fields[3]),
+            delivery_count=int(fields[4] or 0),
+        )
+    elif code == MESSAGE_ANNOTATIONS:
+        out.annotations = dict(value or {})
+    elif code == PROPERTIES:
+        pairs = zip(PROPERTY_FIELDS, value or [], strict=False)
+        out.properties = {name: v for name, v in pairs if v is not None}
+    elif code == APPLICATION_PROPERTIES:
+        out.application_properties = dict(value or {})
+
+
+def split_batch(buf: bytes) -> list[bytes] | None:
+    """The messages inside a batch envelope, or None when `buf` is an ordinary message.
+
+    A batch (transfer message-format 0x80013700) carries one Data section per message, each a complete
+    encoded message. proton 0.40 does not expose message-format, so this recognises the envelope by its
+    content: no header, no application-properties, and every Data section parses as a full message with a
+    body. (A single message whose body is itself an encoded AMQP message would be mistaken for a batch.)
+    """
+    buf = bytes(buf)
+    try:
+        sections = split_sections(buf)
+    except MessageDecodeError:
+        return None
+    inner: list[bytes] = []
+    for code, start, end in sections:
+        if code in (HEADER, APPLICATION_PROPERTIES, AMQP_SEQUENCE, AMQP_VALUE):
+            return None
+        if code == DATA:
+            payload = _data_payload(buf, start, end)
+            if not _is_complete_message(payload):
+                return None
+            inner.append(payload)
+    return inner or None
+
+
+def _data_payload(buf: bytes, start: int, end: int) -> bytes:
+    pos = start + 3
+    size = buf[pos + 1] if buf[pos] == 0xA0 else struct.unpack_from(">I", buf, pos + 1)[0]
+    header = 2 if buf[pos] == 0xA0 else 5
+    return buf[pos + header: pos + header + size]
+
+
+def _is_complete_message(payload: bytes) -> bool:
+    if len(payload) < 4 or payload[0] != 0x00 or payload[1] != 0x53 or not HEADER <= payload[2] <= FOOTER:
+        return False
+    try:
+        codes = [c for c, _, _ in split_sections(payload)]
+    except MessageDecodeError:
+        return False
+    return any(c in BODY_SECTIONS for c in codes)
+
+
+def _uint(value: int) -> bytes:
+    if value == 0:
+        return b"\x43"
+    if value < 256:
+        return b"\x52" + bytes((value,))
+    return b"\x70" + struct.pack(">I", value)
+
+
+def encode_header(durable: bool, priority: int, ttl_ms: int | None, first_acquirer: bool,
+                  delivery_count: int) -> bytes:
+    """The header section with every field present (delivery-count included, even 0: the SDK needs it)."""
+    fields = (
+        (b"\x41" if durable else b"\x42")
+        + b"\x50" + bytes((max(0, min(255, priority)),))
+        + (b"\x40" if ttl_ms is None else b"\x70" + struct.pack(">I", min(ttl_ms, 0xFFFFFFFF)))
+        + (b"\x41" if first_acquirer else b"\x42")
+        + _uint(delivery_count)
+    )
+    return described(HEADER, b"\xc0" + bytes((len(fields) + 1, 5)) + fields)
+
+
+def property_list(properties: dict[str, Any]) -> list[Any]:
+    """The properties section's list from PROPERTY_FIELDS names (trailing nulls dropped)."""
+    values = [properties.get(name) for name in PROPERTY_FIELDS]
+    while values and values[-1] is None:
+        values.pop()
+    return values
+
+
+def encode_amqp_value_message(properties: dict[str, Any], application_properties: dict[str, Any],
+                              value: Any) -> bytes:
+    """A request/response message ($cbs, $management): properties, application-properties, amqp-value."""
+    return (described(PROPERTIES, encode_value(property_list(properties)))
+            + described(APPLICATION_PROPERTIES, encode_value(application_properties))
+            + described(AMQP_VALUE, encode_value(value)))
+
+
+def amqp_value(body: bytes) -> Any:
+    """The value of a message body that is one amqp-value section (request bodies of $cbs/$management)."""
+    for code, start, end in split_sections(body):
+        if code == AMQP_VALUE:
+            return _decode_value(body[start:end])
+    raise MessageDecodeError("the request body is not an amqp-value section")

@@ -1,0 +1,98 @@
+"""Everything python-qpid-proton 0.40 needs help with to speak the Service Bus dialect.
+
+servicebus-wire.md section 12 lists the pitfalls; each helper here is the workaround for one:
+binary delivery tags (proton decodes tags as UTF-8), 3-field errors (proton drops an empty info map,
+and the SDK hangs on a 2-field error), refusing a link with a null terminus, terminus filters and
+.NET tick timestamps. Batch detection (message-format is invisible in proton) is `codec.split_batch`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import cproton_ffi
+from proton import Condition, Delivery, Link, Terminus, symbol
+
+TRACKING_ID = symbol("com.microsoft:tracking-id")
+DOTNET_EPOCH_TICKS = 621_355_968_000_000_000
+
+
+def delivery_tag(delivery: Delivery) -> bytes:
+    """The raw delivery tag (SDK senders use 4-byte counters that are not valid UTF-8)."""
+    tag = cproton_ffi.lib.pn_delivery_tag(delivery._impl)
+    return bytes(cproton_ffi.ffi.unpack(tag.start, tag.size))
+
+
+def error(condition: str, description: str) -> Condition:
+    """An AMQP error with all three fields: the info map carries a tracking id, as Service Bus does."""
+    return Condition(symbol(condition), description, {TRACKING_ID: str(uuid.uuid4())})
+
+
+def refuse_link(link: Link, condition: str, description: str) -> None:
+    """Attach with a null terminus, then detach with the error: how the SDK learns a link was refused."""
+    link.source.copy(link.remote_source)
+    link.target.copy(link.remote_target)
+    (link.target if link.is_receiver else link.source).type = Terminus.UNSPECIFIED
+    if link.is_sender:
+        link.snd_settle_mode = link.remote_snd_settle_mode
+    link.open()
+    link.condition = error(condition, description)
+    link.close()
+
+
+def echo_termini(link: Link) -> None:
+    """Copy the client's source and target: the SDK rejects an attach with a null terminus."""
+    link.source.copy(link.remote_source)
+    link.target.copy(link.remote_target)
+
+
+def read_filter(terminus: Terminus) -> dict[Any, Any] | None:
+    """The filter map of a source terminus (session receivers put their session id there)."""
+    data = terminus.filter
+    data.rewind()
+    if not data.next():
+        return None
+    value = data.get_object()
+    return dict(value) if isinstance(value, dict) else None
+
+
+def write_filter(terminus: Terminus, filters: dict[Any, Any]) -> None:
+    terminus.filter.clear()
+    terminus.filter.put_dict(filters)
+
+
+def dotnet_ticks(epoch_seconds: float) -> int:
+    """A .NET DateTime in ticks (100 ns since 0001-01-01), as `com.microsoft:locked-until-utc` needs."""
+    return int(epoch_seconds * 10_000_000) + DOTNET_EPOCH_TICKS
+
+
+def send_raw(link: Link, tag: bytes, payload: bytes, settled: bool) -> Delivery:
+    """Transfer already-encoded bytes; proton splits them into frames of the peer's max-frame-size."""
+    delivery = link.delivery(tag)
+    link.send(payload)
+    link.advance()
+    if settled:
+        delivery.settle()
+    return delivery
+
+
+def echo_outcome(delivery: Delivery) -> None:
+    """Settle a client's disposition by echoing its outcome (the SDK awaits a settled echo).
+
+    MODIFIED copies delivery-failed/undeliverable-here; REJECTED is echoed without an error (an echo
+    that carries one counts as a failure to the SDK).
+    """
+    state = delivery.remote_state
+    if state == Delivery.MODIFIED:
+        delivery.local.failed = delivery.remote.failed
+        delivery.local.undeliverable = delivery.remote.undeliverable
+    delivery.update(state)
+    delivery.settle()
+
+
+def reject(delivery: Delivery, condition: str, description: str) -> None:
+    """Settle a delivery as rejected with a 3-field error."""
+    delivery.local.condition = error(condition, description)
+    delivery.update(Delivery.REJECTED)
+    delivery.settle()

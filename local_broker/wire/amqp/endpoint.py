@@ -1,0 +1,535 @@
+"""The AMQP endpoint of one namespace: proton events -> engine calls -> frames. No Service Bus semantics.
+
+Links by what the client attaches:
+- `$cbs` pair: put-token; the verified claim authorizes the connection's later attaches.
+- `<entity>/$management` pair: request/response operations (management.py).
+- a sender to an entity: each transfer (or batch) is one `send`; `accepted` goes out after the commit.
+- a receiver from an entity (optionally a session): credit-driven; the engine says when an entity has
+  messages (`on_available`), the endpoint feeds links with credit at the end of the reactor turn.
+Settlement of deliveries the broker sent is applied to the engine and echoed (settled) after the commit.
+Every refusal or failure carries the engine error's condition and description in a 3-field AMQP error.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+from urllib.parse import urlsplit
+
+from proton import Connection, Delivery, Endpoint, Handler, Link, symbol, ulong
+
+from local_broker.auth import LISTEN, SEND, Claim, NamespaceAuth
+from local_broker.engine import BrokerError, EntityNotFoundError, OperationTimeoutError, ReceiveMode
+from local_broker.faults import NamespaceFaults
+from local_broker.wire.amqp import compat, management, messages
+from local_broker.wire.amqp.codec import MessageDecodeError
+from local_broker.wire.amqp.logs import log_event
+from local_broker.wire.amqp.reactor import EngineThread
+
+log = logging.getLogger("local_broker.amqp")
+
+CBS_NODE = "$cbs"
+MANAGEMENT_SUFFIX = "/$management"
+SESSION_FILTER = symbol("com.microsoft:session-filter")
+SESSION_TIMEOUT = symbol("com.microsoft:timeout")
+LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
+MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
+INCOMING_CREDIT = 1000
+DEFAULT_SESSION_WAIT_S = 60.0
+
+
+class Node(Enum):
+    CBS = "cbs"
+    MANAGEMENT = "management"
+    SENDER = "sender"  # the client sends to an entity (the broker's link is a receiver)
+    RECEIVER = "receiver"  # the client receives from an entity
+
+
+@dataclass(eq=False)
+class LinkState:
+    node: Node
+    path: str = ""  # canonical entity path for SENDER/RECEIVER, node address for CBS/MANAGEMENT
+    mode: ReceiveMode = ReceiveMode.PEEK_LOCK
+    session: Any = None  # the engine's SessionLock of a session receiver
+    wanted_session: str | None = None
+    wait_deadline: float | None = None  # NEXT_AVAILABLE receivers waiting for a session
+    tag_counter: int = 0
+
+
+@dataclass(eq=False)
+class ConnectionState:
+    peer: str
+    sasl_claim: Claim | None
+    claims: list[Claim] = field(default_factory=list)
+    container_id: str = ""
+
+    def authorizes(self, path: str, right: str) -> bool:
+        now = time.time()
+        if self.sasl_claim is not None and self.sasl_claim.authorizes(path, right):
+            return True
+        return any(c.authorizes(path, right) and (c.expires_at is None or c.expires_at > now)
+                   for c in self.claims)
+
+
+def entity_address(address: str | None) -> str:
+    """`amqps://host:port/q1/$management` -> `q1` (scheme, authority, leading / and node suffix removed)."""
+    path = address or ""
+    if "://" in path:
+        path = urlsplit(path).path
+    path = path.strip("/")
+    if path.lower().endswith(MANAGEMENT_SUFFIX):
+        path = path[: -len(MANAGEMENT_SUFFIX)]
+    return path
+
+
+class NamespaceEndpoint(Handler):
+    """proton handler of every connection accepted for one namespace."""
+
+    def __init__(self, name: str, namespace: Any, auth: NamespaceAuth, engine_thread: EngineThread,
+                 faults: NamespaceFaults | None = None) -> None:
+        super().__init__()
+        self.name = name
+        self.faults = faults or NamespaceFaults()
+        self.ns = namespace
+        self.auth = auth
+        self.thread = engine_thread
+        self.management = management.Management(namespace)
+        self.receivers: dict[str, set[Link]] = defaultdict(set)  # canonical path -> broker sender links
+        self.waiting: dict[str, set[Link]] = defaultdict(set)  # NEXT_AVAILABLE receivers by entity path
+        self.ready: set[Link] = set()  # receiver links to feed at the end of the turn
+        self.ready_paths: set[str] = set()
+        self.connections: set[Connection] = set()
+        namespace.on_available(self._on_available)
+        engine_thread.participants.append(self)
+
+    # --- turn participation (reactor.py) -----------------------------------------------------------
+    def before_commit(self) -> None:
+        paths, self.ready_paths = self.ready_paths, set()
+        for path in paths:
+            self.ready.update(self.receivers.get(path, ()))
+            for link in list(self.waiting.get(path, ())):
+                self._try_accept_session(link)
+        links, self.ready = self.ready, set()
+        for link in links:
+            self._feed(link)
+
+    def commit(self) -> None:
+        self.ns.commit()
+
+    def next_deadline(self) -> float | None:
+        return self.ns.next_deadline()
+
+    def tick(self) -> None:
+        try:
+            self.ns.tick()
+        except BrokerError as exc:
+            log_event(log, logging.ERROR, "tick-failed", namespace=self.name, error=exc.description)
+        self.expire_waiters()
+
+    def expire_waiters(self) -> None:
+        """Refuse NEXT_AVAILABLE receivers whose `com.microsoft:timeout` ran out with no session."""
+        now = time.time()
+        for path, links in list(self.waiting.items()):
+            for link in list(links):
+                state: LinkState = link.sb
+                if state.wait_deadline is not None and state.wait_deadline <= now:
+                    links.discard(link)
+                    state.wait_deadline = None
+                    compat.refuse_link(link, OperationTimeoutError.amqp_condition,
+                                       f"No session available to accept on '{path}' within the timeout.")
+
+    def _on_available(self, path: str) -> None:
+        self.ready_paths.add(path)
+
+    def close(self) -> None:
+        for connection in list(self.connections):
+            if connection.state & Endpoint.LOCAL_ACTIVE:
+                connection.close()
+
+    def drop_connections(self) -> None:
+        """Fault injection (namespace down, mode drop): every open connection is closed by the broker."""
+        for connection in list(self.connections):
+            if connection.state & Endpoint.LOCAL_ACTIVE:
+                reason = f"The namespace '{self.name}' is unavailable (fault injection)."
+                connection.condition = compat.error("amqp:connection:forced", reason)
+                connection.close()
+
+    def respond(self, action: Callable[[], None]) -> None:
+        """Send a response after this turn's commit, later still when a fault adds latency."""
+        delay = self.faults.state.latency_seconds
+        if delay:
+            self.thread.after_commit.append(lambda: self.thread.container.schedule(delay, _Deferred(action)))
+        else:
+            self.thread.after_commit.append(action)
+
+    # --- connections ----------------------------------------------------------------------------------
+    def accept_connection(self, connection: Connection, claim: Claim | None, peer: str) -> None:
+        """Called by the SASL listener when a socket is handed to proton."""
+        connection.sb = ConnectionState(peer=peer, sasl_claim=claim)
+        self.connections.add(connection)
+
+    def on_connection_remote_open(self, event) -> None:
+        connection = event.connection
+        state: ConnectionState = connection.sb
+        state.container_id = connection.remote_container or ""
+        connection.container = "sbfed-" + self.name
+        connection.open()
+        log_event(log, logging.INFO, "connection-open", namespace=self.name, peer=state.peer,
+                  container=state.container_id, sasl="PLAIN" if state.sasl_claim else "ANONYMOUS")
+
+    def on_session_remote_open(self, event) -> None:
+        event.session.open()
+
+    def on_session_remote_close(self, event) -> None:
+        event.session.close()
+
+    def on_connection_remote_close(self, event) -> None:
+        connection = event.connection
+        condition = connection.remote_condition
+        if condition is not None:
+            log_event(log, logging.WARNING, "connection-error", namespace=self.name,
+                      peer=connection.sb.peer, condition=condition.name, description=condition.description)
+        connection.close()
+
+    def on_transport_error(self, event) -> None:
+        condition = event.transport.condition
+        connection = event.connection
+        if condition is None or connection is None or _harmless(condition):
+            return
+        log_event(log, logging.WARNING, "transport-error", namespace=self.name, peer=connection.sb.peer,
+                  condition=condition.name, description=condition.description)
+
+    def on_transport_closed(self, event) -> None:
+        connection = event.connection
+        if connection is None or connection not in self.connections:
+            return
+        self.connections.discard(connection)
+        link = connection.link_head(0)
+        while link:
+            self._forget_link(link)
+            link = link.next(0)
+        log_event(log, logging.INFO, "connection-close", namespace=self.name, peer=connection.sb.peer,
+                  container=connection.sb.container_id)
+
+    # --- links ----------------------------------------------------------------------------------------
+    def on_link_remote_open(self, event) -> None:
+        link: Link = event.link
+        if not link.state & Endpoint.LOCAL_UNINIT:
+            return
+        address = (link.remote_target if link.is_receiver else link.remote_source).address
+        try:
+            if address == CBS_NODE or (address or "").lower().endswith(MANAGEMENT_SUFFIX):
+                self._open_node(link, address)
+            elif link.is_receiver:
+                self._open_sender_link(link, address)
+            else:
+                self._open_receiver_link(link, address)
+        except BrokerError as exc:
+            link.sb = None
+            compat.refuse_link(link, exc.amqp_condition, exc.description)
+            log_event(log, logging.INFO, "link-refused", namespace=self.name, peer=link.connection.sb.peer,
+                      address=address, condition=exc.amqp_condition)
+
+    def _authorize(self, link: Link, path: str, right: str) -> None:
+        if not link.connection.sb.authorizes(path, right):
+            raise management.unauthorized(right, path)
+
+    def _open_node(self, link: Link, address: str) -> None:
+        node = Node.CBS if address == CBS_NODE else Node.MANAGEMENT
+        path = address if node is Node.CBS else self.ns.resolve(entity_address(address))
+        link.sb = LinkState(node=node, path=path)
+        compat.echo_termini(link)
+        link.open()
+        if link.is_receiver:
+            link.flow(INCOMING_CREDIT)
+
+    def _open_sender_link(self, link: Link, address: str) -> None:
+        path = self.ns.resolve(entity_address(address))
+        self._authorize(link, path, SEND)
+        self.ns.check_sender(path)
+        link.sb = LinkState(node=Node.SENDER, path=path)
+        compat.echo_termini(link)
+        link.properties = {MAX_BATCH_SIZE: ulong(self._max_message_size(path))}
+        link.open()
+        link.flow(INCOMING_CREDIT)
+
+    def _max_message_size(self, path: str) -> int:
+        """Bytes: the entity's max message size, else the namespace's (advertised as the batch limit)."""
+        try:
+            kilobytes = self.ns.get_queue(path).max_message_size_in_kilobytes
+        except EntityNotFoundError:
+            kilobytes = self.ns.get_topic(path).max_message_size_in_kilobytes
+        return 1024 * int(kilobytes or self.ns.namespace_properties().max_message_size_in_kilobytes)
+
+    def _open_receiver_link(self, link: Link, address: str) -> None:
+        path = self.ns.resolve(entity_address(address))
+        self._authorize(link, path, LISTEN)
+        filters = compat.read_filter(link.remote_source) or {}
+        sessionful = SESSION_FILTER in filters
+        self.ns.check_receiver(path, sessionful=sessionful)
+        presettled = link.remote_snd_settle_mode == Link.SND_SETTLED
+        state = LinkState(node=Node.RECEIVER, path=path,
+                          mode=ReceiveMode.RECEIVE_AND_DELETE if presettled else ReceiveMode.PEEK_LOCK)
+        link.sb = state
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        if not sessionful:
+            self._activate_receiver(link)
+            return
+        wanted = filters.get(SESSION_FILTER)
+        state.wanted_session = None if wanted is None else str(wanted)
+        if state.wanted_session is None:
+            timeout_ms = (link.remote_properties or {}).get(SESSION_TIMEOUT)
+            wait = DEFAULT_SESSION_WAIT_S if timeout_ms is None else int(timeout_ms) / 1000
+            state.wait_deadline = time.time() + wait
+            self.waiting[path].add(link)
+            if not self._try_accept_session(link):
+                self.thread.container.schedule(wait, _WaitExpiry(self))
+            return
+        state.session = self.ns.accept_session(path, state.wanted_session, state)
+        self._activate_receiver(link)
+
+    def _try_accept_session(self, link: Link) -> bool:
+        """A NEXT_AVAILABLE receiver takes a session when one frees up; until its timeout it waits."""
+        state: LinkState = link.sb
+        try:
+            state.session = self.ns.accept_session(state.path, None, state)
+        except OperationTimeoutError:
+            return False
+        except BrokerError as exc:
+            self.waiting[state.path].discard(link)
+            compat.refuse_link(link, exc.amqp_condition, exc.description)
+            return True
+        self.waiting[state.path].discard(link)
+        state.wait_deadline = None
+        self._activate_receiver(link)
+        return True
+
+    def _activate_receiver(self, link: Link) -> None:
+        state: LinkState = link.sb
+        compat.echo_termini(link)
+        if state.session is not None:
+            compat.write_filter(link.source, {SESSION_FILTER: state.session.session_id})
+            link.properties = {LOCKED_UNTIL_UTC: compat.dotnet_ticks(state.session.locked_until)}
+        link.open()
+        self.receivers[state.path].add(link)
+        if link.credit > 0:
+            self.ready.add(link)
+
+    def on_link_remote_close(self, event) -> None:
+        link = event.link
+        self._forget_link(link)
+        if link.state & Endpoint.LOCAL_ACTIVE:
+            link.close()
+
+    def _forget_link(self, link: Link) -> None:
+        state: LinkState | None = getattr(link, "sb", None)
+        if state is None or state.node is not Node.RECEIVER:
+            return
+        link.sb = None
+        self.receivers[state.path].discard(link)
+        self.waiting[state.path].discard(link)
+        self.ready.discard(link)
+        if state.session is not None:
+            try:
+                self.ns.release_session(state.path, state.session.session_id, state)
+            except BrokerError as exc:
+                log_event(log, logging.INFO, "session-release-failed", namespace=self.name,
+                          error=exc.description)
+
+    def on_link_flow(self, event) -> None:
+        link = event.link
+        state = getattr(link, "sb", None)
+        if state is not None and state.node is Node.RECEIVER and link.state & Endpoint.LOCAL_ACTIVE:
+            self.ready.add(link)
+
+    def _feed(self, link: Link) -> None:
+        """Send as many messages as the link has credit for; honour drain."""
+        state: LinkState | None = getattr(link, "sb", None)
+        if state is None or not link.state & Endpoint.LOCAL_ACTIVE or state.node is not Node.RECEIVER:
+            return
+        credit = link.credit
+        if credit > 0:
+            try:
+                batch = self.ns.receive(state.path, credit, state.mode, session=state.session)
+            except BrokerError as exc:
+                self._detach(link, exc)
+                return
+            peek_lock = state.mode is ReceiveMode.PEEK_LOCK
+            for msg in batch:
+                payload = messages.encode_message(msg, with_lock=peek_lock and state.session is None)
+                if peek_lock:
+                    compat.send_raw(link, msg.lock_token.bytes_le, payload, settled=False)
+                else:
+                    state.tag_counter += 1
+                    compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=True)
+        if link.drain_mode and link.credit > 0:
+            link.drained()
+
+    def _detach(self, link: Link, exc: BrokerError) -> None:
+        self._forget_link(link)
+        link.condition = compat.error(exc.amqp_condition, exc.description)
+        link.close()
+
+    # --- deliveries -------------------------------------------------------------------------------------
+    def on_delivery(self, event) -> None:
+        delivery: Delivery = event.delivery
+        link: Link = delivery.link
+        state: LinkState | None = getattr(link, "sb", None)
+        if link.is_sender:
+            self._on_disposition(delivery, state)
+            return
+        if delivery.partial or not delivery.readable:
+            return
+        payload = link.recv(delivery.pending)
+        link.advance()
+        if link.credit < INCOMING_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE:
+            link.flow(INCOMING_CREDIT - link.credit)
+        if state is None:
+            compat.reject(delivery, "amqp:not-allowed", "The link is not attached to an entity.")
+        elif state.node is Node.SENDER:
+            self._on_send(delivery, state, payload)
+        else:
+            self._on_request(delivery, link, state, payload)
+
+    def _on_send(self, delivery: Delivery, state: LinkState, payload: bytes) -> None:
+        try:
+            batch = messages.decode_transfer(payload)
+            self.ns.send(state.path, batch)
+        except MessageDecodeError as exc:
+            compat.reject(delivery, "amqp:decode-error", str(exc))
+            return
+        except BrokerError as exc:
+            compat.reject(delivery, exc.amqp_condition, exc.description)
+            return
+        if delivery.remote_settled:
+            delivery.settle()
+        else:
+            self.respond(lambda: _accept(delivery))
+
+    def _on_request(self, delivery: Delivery, link: Link, state: LinkState, payload: bytes) -> None:
+        try:
+            request = management.parse_request(payload)
+        except MessageDecodeError as exc:
+            compat.reject(delivery, "amqp:decode-error", str(exc))
+            return
+        delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+        connection_state: ConnectionState = link.connection.sb
+        if state.node is Node.CBS:
+            reply, claim = management.put_token(self.auth, request)
+            if claim is not None:
+                connection_state.claims.append(claim)
+            else:
+                log_event(log, logging.WARNING, "cbs-refused", namespace=self.name,
+                          peer=connection_state.peer, reason=reply.description)
+            self.respond(lambda: self._reply(link, state, request, reply))
+            return
+
+        def authorize(path: str, right: str) -> None:
+            if not connection_state.authorizes(path, right):
+                raise management.unauthorized(right, path)
+
+        reply = self.management.handle(state.path, request, authorize)
+        self.respond(lambda: self._reply(link, state, request, reply))
+
+    def _reply(self, link: Link, state: LinkState, request: management.Request,
+               reply: management.Reply) -> None:
+        node = request.reply_to or link.target.address
+        target = _reply_link(link.connection, node, state.node)
+        if target is None:
+            log_event(log, logging.WARNING, "no-reply-link", namespace=self.name, node=node)
+            return
+        target_state: LinkState = target.sb
+        target_state.tag_counter += 1
+        payload = management.encode_reply(request, reply, cbs=state.node is Node.CBS)
+        compat.send_raw(target, struct.pack(">Q", target_state.tag_counter), payload, settled=False)
+
+    def _on_disposition(self, delivery: Delivery, state: LinkState | None) -> None:
+        outcome = delivery.remote_state
+        if state is None or state.node is not Node.RECEIVER:  # replies on $cbs / $management links
+            if outcome or delivery.remote_settled:
+                delivery.settle()
+            return
+        if not outcome or delivery.settled:
+            return
+        token = messages.lock_token_of(compat.delivery_tag(delivery))
+        session_id = None if state.session is None else state.session.session_id
+        try:
+            if outcome == Delivery.ACCEPTED:
+                self.ns.complete(state.path, [token], session_id=session_id)
+            elif outcome == Delivery.RELEASED:
+                self.ns.release(state.path, [token])
+            elif outcome == Delivery.MODIFIED:
+                changes = delivery.remote.annotations
+                changes = {str(k): messages.to_python(v) for k, v in changes.items()} if changes else None
+                if delivery.remote.undeliverable:
+                    self.ns.defer(state.path, [token], changes, session_id=session_id)
+                else:
+                    self.ns.abandon(state.path, [token], changes, session_id=session_id)
+            elif outcome == Delivery.REJECTED:
+                condition = delivery.remote.condition
+                info = dict(condition.info or {}) if condition is not None else {}
+                reason = info.get("DeadLetterReason")
+                description = info.get("DeadLetterErrorDescription")
+                self.ns.dead_letter(state.path, [token], None if reason is None else str(reason),
+                                    None if description is None else str(description), session_id=session_id)
+            else:
+                delivery.settle()
+                return
+        except BrokerError as exc:
+            if delivery.remote_settled:
+                delivery.settle()
+            else:
+                compat.reject(delivery, exc.amqp_condition, exc.description)
+            return
+        if delivery.remote_settled:
+            delivery.settle()
+        else:
+            self.respond(lambda: compat.echo_outcome(delivery))
+
+
+def _accept(delivery: Delivery) -> None:
+    delivery.update(Delivery.ACCEPTED)
+    delivery.settle()
+
+
+def _reply_link(connection: Connection, address: str, node: Node) -> Link | None:
+    link = connection.link_head(Endpoint.LOCAL_ACTIVE)
+    while link:
+        state = getattr(link, "sb", None)
+        if link.is_sender and state is not None and state.node is node and link.source.address == address:
+            return link
+        link = link.next(Endpoint.LOCAL_ACTIVE)
+    return None
+
+
+def _harmless(condition: Any) -> bool:
+    """pyamqp detaches $management links after `end`; proton objects to the unknown channel (pitfall 11)."""
+    return condition.name == "amqp:not-allowed" and "no such channel" in (condition.description or "")
+
+
+class _Deferred(Handler):
+    def __init__(self, action: Callable[[], None]) -> None:
+        super().__init__()
+        self.action = action
+
+    def on_timer_task(self, event) -> None:
+        self.action()
+
+
+class _WaitExpiry(Handler):
+    """Wakes the endpoint when a NEXT_AVAILABLE receiver's wait may have run out."""
+
+    def __init__(self, endpoint: NamespaceEndpoint) -> None:
+        super().__init__()
+        self.endpoint = endpoint
+
+    def on_timer_task(self, event) -> None:
+        self.endpoint.expire_waiters()

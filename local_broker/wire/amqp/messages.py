@@ -1,0 +1,174 @@
+"""Engine `Message` <-> AMQP bytes, in the Service Bus mapping (servicebus-wire.md 3.3, 4.4).
+
+Inbound: the client's sections are decoded to plain Python values (the engine stores str, int, float,
+bool, None, bytes, datetime, uuid, timedelta), `x-opt-*` sender annotations become message fields, and
+the body sections stay raw. A batch envelope is unpacked into one message per Data section.
+Outbound: a header that always carries delivery-count, the client's annotations merged with the
+broker's `x-opt-*`, the properties, the application-properties, then the body bytes verbatim.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from proton import char, symbol, timestamp
+
+from local_broker.engine import Message
+from local_broker.wire.amqp import codec
+
+PARTITION_KEY = "x-opt-partition-key"
+VIA_PARTITION_KEY = "x-opt-via-partition-key"
+SCHEDULED_ENQUEUE_TIME = "x-opt-scheduled-enqueue-time"
+# Annotations the broker writes itself; a client's copy of them (e.g. a forwarded message) is dropped.
+BROKER_ANNOTATIONS = frozenset({
+    "x-opt-sequence-number", "x-opt-enqueued-time", "x-opt-locked-until", "x-opt-enqueue-sequence-number",
+    "x-opt-deadletter-source", "x-opt-message-state", "x-opt-partition-id", "x-opt-lock-token",
+    PARTITION_KEY, VIA_PARTITION_KEY, SCHEDULED_ENQUEUE_TIME,
+})
+
+
+def to_python(value: Any) -> Any:
+    """An AMQP value as the engine stores it (proton's type wrappers dropped, timestamps as datetimes)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, timestamp):
+        return datetime.fromtimestamp(int(value) / 1000, UTC)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):  # symbol and char included
+        return str(value)
+    if isinstance(value, memoryview | bytearray):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {to_python(k): to_python(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [to_python(v) for v in value]
+    return value
+
+
+def to_amqp(value: Any) -> Any:
+    """A stored value as proton should encode it."""
+    if isinstance(value, datetime):
+        return timestamp(round(value.timestamp() * 1000))
+    if isinstance(value, timedelta):  # Service Bus TimeSpan travels as ticks of 100 ns
+        return int(value / timedelta(microseconds=1)) * 10
+    if isinstance(value, char):
+        return str(value)
+    if isinstance(value, dict):
+        return {to_amqp(k): to_amqp(v) for k, v in value.items()}
+    return value
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(to_python(value))
+
+
+def _epoch(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return int(value) / 1000
+
+
+def decode_transfer(payload: bytes) -> list[Message]:
+    """The messages of one transfer: several for a batch envelope, else one."""
+    inner = codec.split_batch(payload)
+    return [decode_message(raw) for raw in inner] if inner is not None else [decode_message(payload)]
+
+
+def decode_message(raw: bytes) -> Message:
+    sections = codec.decode_sections(raw)
+    header = sections.header
+    props = sections.properties
+    annotations = {}
+    for key, value in sections.annotations.items():
+        name = str(key)
+        if name not in BROKER_ANNOTATIONS:
+            annotations[name] = to_python(value)
+    ann = sections.annotations
+    return Message(
+        body=sections.body,
+        application_properties={str(k): to_python(v) for k, v in sections.application_properties.items()},
+        annotations=annotations or None,
+        message_id=_text(props.get("message_id")),
+        correlation_id=_text(props.get("correlation_id")),
+        session_id=_text(props.get("group_id")),
+        reply_to_session_id=_text(props.get("reply_to_group_id")),
+        subject=_text(props.get("subject")),
+        to=_text(props.get("to")),
+        reply_to=_text(props.get("reply_to")),
+        content_type=_text(props.get("content_type")),
+        partition_key=_text(ann.get(PARTITION_KEY)),
+        via_partition_key=_text(ann.get(VIA_PARTITION_KEY)),
+        time_to_live=None if header.ttl_ms is None else header.ttl_ms / 1000,
+        scheduled_enqueue_time=_epoch(ann.get(SCHEDULED_ENQUEUE_TIME)),
+    )
+
+
+def _ms(epoch_seconds: float) -> timestamp:
+    return timestamp(round(epoch_seconds * 1000))
+
+
+def broker_annotations(msg: Message, *, with_lock: bool) -> dict[symbol, Any]:
+    """The `x-opt-*` annotations a received or peeked message carries."""
+    ann: dict[symbol, Any] = {
+        symbol("x-opt-sequence-number"): msg.sequence_number,
+        symbol("x-opt-enqueued-time"): _ms(msg.enqueued_time),
+        symbol("x-opt-enqueue-sequence-number"): msg.enqueued_sequence_number,
+    }
+    if with_lock and msg.locked_until is not None:
+        ann[symbol("x-opt-locked-until")] = _ms(msg.locked_until)
+    if msg.state:
+        ann[symbol("x-opt-message-state")] = int(msg.state)
+    if msg.partition_key is not None:
+        ann[symbol(PARTITION_KEY)] = msg.partition_key
+    if msg.via_partition_key is not None:
+        ann[symbol(VIA_PARTITION_KEY)] = msg.via_partition_key
+    if msg.scheduled_enqueue_time is not None:
+        ann[symbol(SCHEDULED_ENQUEUE_TIME)] = _ms(msg.scheduled_enqueue_time)
+    if msg.dead_letter_source is not None:
+        ann[symbol("x-opt-deadletter-source")] = msg.dead_letter_source
+    if msg.partition_id is not None:
+        ann[symbol("x-opt-partition-id")] = msg.partition_id
+    return ann
+
+
+def _properties(msg: Message) -> dict[str, Any]:
+    props = {
+        "message_id": msg.message_id, "to": msg.to, "subject": msg.subject, "reply_to": msg.reply_to,
+        "correlation_id": msg.correlation_id, "content_type": msg.content_type, "group_id": msg.session_id,
+        "reply_to_group_id": msg.reply_to_session_id,
+    }
+    if msg.time_to_live is not None and not math.isinf(msg.expires_at):
+        props["absolute_expiry_time"] = _ms(msg.expires_at)
+        props["creation_time"] = _ms(msg.enqueued_time)
+    return props
+
+
+def encode_message(msg: Message, *, with_lock: bool) -> bytes:
+    """The bytes of a message delivered to a receiver (or returned by peek / receive-deferred)."""
+    annotations = broker_annotations(msg, with_lock=with_lock)
+    if msg.annotations:
+        annotations.update((symbol(k), to_amqp(v)) for k, v in msg.annotations.items())
+    ttl = None if msg.time_to_live is None else int(msg.time_to_live * 1000)
+    parts = [
+        codec.encode_header(True, 4, ttl, False, msg.delivery_count),
+        codec.described(codec.MESSAGE_ANNOTATIONS, codec.encode_value(annotations)),
+        codec.described(codec.PROPERTIES, codec.encode_value(codec.property_list(_properties(msg)))),
+    ]
+    if msg.application_properties:
+        app = codec.encode_value(to_amqp(msg.application_properties))
+        parts.append(codec.described(codec.APPLICATION_PROPERTIES, app))
+    parts.append(msg.body)
+    return b"".join(parts)
+
+
+def lock_token_of(tag: bytes) -> uuid.UUID:
+    """A delivery tag of a peek-lock transfer is the lock token in .NET GUID byte order."""
+    return uuid.UUID(bytes_le=tag)

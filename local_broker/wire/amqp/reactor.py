@@ -1,0 +1,156 @@
+"""The reactor thread: the one thread that owns every engine `Namespace` of the process.
+
+proton's `Container` is a single-threaded event loop. Each turn of it (all events that the last socket
+poll produced) ends with `on_reactor_quiesced`, where the broker
+1. feeds receiver links that have credit and messages (the endpoints' pending pumps),
+2. commits every namespace once (group commit: one store transaction for the whole turn),
+3. runs what waited for that commit: `accepted` dispositions of sends, settlement echoes,
+   `$management` replies, results of calls handed over by other threads,
+4. schedules the next `tick()` at the earliest `next_deadline()` of the namespaces.
+
+Other threads (the HTTPS admin server, the control API) never touch an engine: they use
+`EngineThread.call(fn)`, which runs `fn` on the reactor and returns its result after the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Protocol, TypeVar
+
+from proton import Handler
+from proton.reactor import ApplicationEvent, Container, EventInjector
+
+from local_broker.engine import BrokerError
+from local_broker.wire.amqp.logs import log_event
+
+log = logging.getLogger("local_broker.amqp")
+T = TypeVar("T")
+
+
+class TurnParticipant(Protocol):
+    """Something that works in step with the reactor's turns (a namespace's AMQP endpoint)."""
+
+    def before_commit(self) -> None: ...
+    def commit(self) -> None: ...
+    def next_deadline(self) -> float | None: ...
+    def tick(self) -> None: ...
+
+
+class _TickTimer(Handler):
+    def __init__(self, owner: EngineThread) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def on_timer_task(self, event) -> None:
+        self.owner.timer_at = None
+        self.owner.run_ticks()
+
+
+class EngineThread(Handler):
+    """Runs the proton Container in a thread; the group-commit loop; the cross-thread executor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.container = Container(self)
+        self.container.container_id = "sbfed-local-broker"
+        self.participants: list[TurnParticipant] = []
+        self.after_commit: list[Callable[[], None]] = []
+        self.timer_at: float | None = None
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
+        self._injector = EventInjector()
+        self.container.selectable(self._injector)
+        self._thread: threading.Thread | None = None
+        self._timer = _TickTimer(self)
+        self._closing: list[Callable[[], None]] = []
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sbfed-reactor", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.container.run()
+        except Exception:
+            log.exception("reactor stopped by an unexpected error")
+            raise
+
+    def on_closing(self, fn: Callable[[], None]) -> None:
+        """Register work for shutdown (close listeners and connections, close stores); runs on the reactor."""
+        self._closing.append(fn)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close everything on the reactor (committing first), then end the thread."""
+        if self._thread is None or not self._thread.is_alive():
+            return
+
+        def shutdown() -> None:
+            for fn in self._closing:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("error during shutdown")
+            self._injector.close()
+            self.container.stop()
+
+        try:
+            self.call(shutdown, timeout=timeout)
+        except Exception:
+            log.exception("shutdown did not complete")
+        self._thread.join(timeout)
+
+    # --- executor -------------------------------------------------------------------------------
+    def call(self, fn: Callable[[], T], timeout: float | None = 30.0) -> T:
+        """Run `fn` on the reactor; return its result (or raise its error) once its changes are durable."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("EngineThread.call from the reactor thread would deadlock; call fn directly")
+        future: Future = Future()
+        self._calls.put((fn, future))
+        self._injector.trigger(ApplicationEvent("engine_call"))
+        return future.result(timeout)
+
+    def on_engine_call(self, event) -> None:
+        while True:
+            try:
+                fn, future = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                result = fn()
+            except BaseException as exc:  # handed back to the calling thread
+                self.after_commit.append(lambda f=future, e=exc: f.set_exception(e))
+            else:
+                self.after_commit.append(lambda f=future, r=result: f.set_result(r))
+
+    # --- the turn ---------------------------------------------------------------------------------
+    def on_reactor_quiesced(self, event) -> None:
+        for participant in self.participants:
+            participant.before_commit()
+        for participant in self.participants:
+            try:
+                participant.commit()
+            except BrokerError as exc:
+                log_event(log, logging.ERROR, "commit-failed", error=exc.description)
+        done, self.after_commit = self.after_commit, []
+        for fn in done:
+            fn()
+        self._schedule_tick()
+
+    def run_ticks(self) -> None:
+        for participant in self.participants:
+            participant.tick()
+
+    def _schedule_tick(self) -> None:
+        deadlines = [d for d in (p.next_deadline() for p in self.participants) if d is not None]
+        if not deadlines:
+            return
+        when = min(deadlines)
+        if self.timer_at is not None and self.timer_at <= when:
+            return
+        self.timer_at = when
+        self.container.schedule(max(0.0, when - time.time()), self._timer)
