@@ -1,6 +1,7 @@
 """The Service Bus semantics of one namespace, as synchronous Python (see docs/engine-api.md)."""
 
 from local_broker.engine.clock import Clock, FakeClock, SystemClock
+from local_broker.engine.entities import SessionLock
 from local_broker.engine.errors import (
     ArgumentError,
     ArgumentOutOfRangeError,
@@ -21,6 +22,7 @@ from local_broker.engine.errors import (
     UnauthorizedError,
 )
 from local_broker.engine.message import Message, MessageState, ReceiveMode
+from local_broker.engine.namespace import Namespace
 from local_broker.engine.properties import (
     DEFAULT_RULE_NAME,
     TIMESPAN_MAX,
@@ -29,6 +31,7 @@ from local_broker.engine.properties import (
     EntityStatus,
     FalseFilter,
     NamespaceConfig,
+    NamespaceProperties,
     QueueProperties,
     RuleProperties,
     RuntimeProperties,
@@ -61,7 +64,9 @@ __all__ = [
     "MessageNotFoundError",
     "MessageSizeExceededError",
     "MessageState",
+    "Namespace",
     "NamespaceConfig",
+    "NamespaceProperties",
     "NotAllowedError",
     "OperationTimeoutError",
     "QueueProperties",
@@ -71,6 +76,7 @@ __all__ = [
     "RuntimeProperties",
     "ServerBusyError",
     "SessionCannotBeLockedError",
+    "SessionLock",
     "SessionLockLostError",
     "SqlFilter",
     "SqlRuleAction",

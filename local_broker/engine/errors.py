@@ -96,8 +96,7 @@ class SessionLockLostError(BrokerError):
 
     def __init__(self, description: str = "") -> None:
         super().__init__(
-            description
-            or "The session lock has expired on the MessageSession. Accept a new MessageSession."
+            description or "The session lock has expired on the MessageSession. Accept a new MessageSession."
         )
 
 

@@ -198,6 +198,18 @@ class RuntimeProperties:
 
 
 @dataclass(slots=True)
+class NamespaceProperties:
+    """What `GET /$namespaceinfo` reports."""
+
+    name: str
+    created_at: datetime
+    modified_at: datetime
+    messaging_sku: str = "Standard"
+    messaging_units: int = 1
+    namespace_type: str = "Messaging"
+
+
+@dataclass(slots=True)
 class NamespaceConfig:
     """Per-namespace settings; defaults are the Standard tier's (servicebus-semantics.md section 17)."""
 

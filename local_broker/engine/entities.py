@@ -1,0 +1,271 @@
+"""In-memory structures of entities: sub-queues with their ready order, sessions, dedup history.
+
+These hold state only; the rules that move messages between them live in the namespace.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from local_broker.engine.message import Message
+from local_broker.engine.properties import QueueProperties, SubscriptionProperties, TopicProperties
+
+
+class SubQueueKind(IntEnum):
+    MAIN = 0
+    DEAD_LETTER = 1
+    TRANSFER_DEAD_LETTER = 2
+    SCHEDULED = 3  # a topic's scheduled messages (not receivable)
+
+
+SUFFIXES = {
+    SubQueueKind.MAIN: "",
+    SubQueueKind.DEAD_LETTER: "/$DeadLetterQueue",
+    SubQueueKind.TRANSFER_DEAD_LETTER: "/$Transfer/$DeadLetterQueue",
+    SubQueueKind.SCHEDULED: "",
+}
+
+
+class ReadyQueue:
+    """Receivable messages in order: new arrivals in a deque, returned ones (abandon, lock expiry) in a
+    sequence-number heap so they come back "at or near the front". Entries are removed lazily: an entry
+    whose message left this sub-queue or got locked is skipped."""
+
+    __slots__ = ("fresh", "owner", "returned")
+
+    def __init__(self, owner: SubQueue) -> None:
+        self.owner = owner
+        self.fresh: deque[Message] = deque()
+        self.returned: list[tuple[int, int, Message]] = []
+
+    def _live(self, m: Message) -> bool:
+        return m.entity is self.owner and m.lock_token is None and m.state == 0
+
+    def push(self, m: Message) -> None:
+        self.fresh.append(m)
+
+    def push_returned(self, m: Message) -> None:
+        heapq.heappush(self.returned, (m.sequence_number, m.uid, m))
+
+    def pop(self) -> Message | None:
+        fresh, returned, owner = self.fresh, self.returned, self.owner
+        while returned:
+            m = returned[0][2]
+            if m.entity is owner and m.lock_token is None and m.state == 0:
+                if fresh and fresh[0].sequence_number < m.sequence_number and self._live(fresh[0]):
+                    return fresh.popleft()
+                heapq.heappop(returned)
+                return m
+            heapq.heappop(returned)
+        while fresh:
+            m = fresh.popleft()
+            if m.entity is owner and m.lock_token is None and m.state == 0:
+                return m
+        return None
+
+    def has_ready(self) -> bool:
+        fresh, returned = self.fresh, self.returned
+        while fresh and not self._live(fresh[0]):
+            fresh.popleft()
+        while returned and not self._live(returned[0][2]):
+            heapq.heappop(returned)
+        return bool(fresh or returned)
+
+    def clear(self) -> None:
+        self.fresh.clear()
+        self.returned.clear()
+
+
+@dataclass(slots=True)
+class SessionLock:
+    """A receiver's hold on one session; `locked_until` moves on renewal."""
+
+    session_id: str
+    owner: Any
+    locked_until: float
+
+
+class Session:
+    __slots__ = ("locked", "message_count", "ready", "session_id", "state")
+
+    def __init__(self, session_id: str, sub_queue: SubQueue) -> None:
+        self.session_id = session_id
+        self.ready = ReadyQueue(sub_queue)
+        self.locked: dict[Any, Message] = {}
+        self.message_count = 0
+        self.state: bytes | None = None
+
+
+class SubQueue:
+    """The messages of one address: a queue or subscription, or its (transfer) dead-letter queue."""
+
+    __slots__ = (
+        "available_sessions",
+        "deferred",
+        "entity",
+        "kind",
+        "locked",
+        "messages",
+        "ready",
+        "session_locks",
+        "sessions",
+        "size",
+    )
+
+    def __init__(self, entity: Any, kind: SubQueueKind, session_enabled: bool = False) -> None:
+        self.entity = entity
+        self.kind = kind
+        self.messages: dict[int, Message] = {}
+        self.ready = ReadyQueue(self)
+        self.locked: dict[Any, Message] = {}
+        self.deferred: dict[int, list[Message]] = {}
+        self.size = 0
+        self.sessions: dict[str, Session] | None = {} if session_enabled else None
+        self.session_locks: dict[str, SessionLock] = {}
+        self.available_sessions: dict[str, None] = {}  # unlocked sessions that may hold ready messages
+
+    @property
+    def path(self) -> str:
+        return self.entity.path + SUFFIXES[self.kind]
+
+    @property
+    def session_enabled(self) -> bool:
+        return self.sessions is not None
+
+    def session(self, session_id: str) -> Session:
+        sessions = self.sessions
+        assert sessions is not None
+        s = sessions.get(session_id)
+        if s is None:
+            s = sessions[session_id] = Session(session_id, self)
+        return s
+
+    def drop_session_if_idle(self, s: Session) -> None:
+        if (
+            s.message_count == 0
+            and s.state is None
+            and not s.locked
+            and s.session_id not in self.session_locks
+            and self.sessions is not None
+        ):
+            self.sessions.pop(s.session_id, None)
+
+
+class DedupHistory:
+    """MessageIds seen within the duplicate-detection window, oldest first."""
+
+    __slots__ = ("order", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}
+        self.order: deque[tuple[float, str]] = deque()
+
+    def is_duplicate(self, key: str, now: float, window: float) -> bool:
+        t = self.seen.get(key)
+        return t is not None and now - t < window
+
+    def record(self, key: str, now: float) -> None:
+        if key in self.seen:
+            self.order = deque(item for item in self.order if item[1] != key)
+        self.seen[key] = now
+        self.order.append((now, key))
+
+    def prune(self, now: float, window: float) -> float | None:
+        """Forget ids older than the window; returns the cutoff used when something was forgotten."""
+        order, seen = self.order, self.seen
+        cutoff = now - window
+        pruned = False
+        while order and order[0][0] <= cutoff:
+            _, key = order.popleft()
+            seen.pop(key, None)
+            pruned = True
+        return cutoff if pruned else None
+
+    def next_expiry(self, window: float) -> float | None:
+        return self.order[0][0] + window if self.order else None
+
+
+class SendTarget:
+    """What queues and topics share: a sequence counter, dedup history, scheduled messages."""
+
+    def _init_send_target(self) -> None:
+        self.last_sequence_number = 0
+        self.dedup = DedupHistory()
+        self.scheduled: dict[int, Message] = {}
+        self.scheduled_heap: list[tuple[float, int, Message]] = []
+        self.accessed = 0.0
+
+    def next_sequence_number(self) -> int:
+        self.last_sequence_number += 1
+        return self.last_sequence_number
+
+
+class Queue(SendTarget):
+    kind = "queue"
+
+    def __init__(self, props: QueueProperties) -> None:
+        self._init_send_target()
+        self.props = props
+        self.main = SubQueue(self, SubQueueKind.MAIN, props.requires_session)
+        self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER)
+        self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER)
+
+    @property
+    def path(self) -> str:
+        return self.props.name
+
+    @property
+    def key(self) -> str:
+        return self.props.name.lower()
+
+    def sub_queues(self) -> tuple[SubQueue, ...]:
+        return (self.main, self.dlq, self.tdlq)
+
+
+class Topic(SendTarget):
+    kind = "topic"
+
+    def __init__(self, props: TopicProperties) -> None:
+        self._init_send_target()
+        self.props = props
+        self.subscriptions: dict[str, Subscription] = {}
+        self.held = SubQueue(self, SubQueueKind.SCHEDULED)
+
+    @property
+    def path(self) -> str:
+        return self.props.name
+
+    @property
+    def key(self) -> str:
+        return self.props.name.lower()
+
+    def sub_queues(self) -> tuple[SubQueue, ...]:
+        return (self.held,)
+
+
+class Subscription:
+    kind = "subscription"
+
+    def __init__(self, topic: Topic, props: SubscriptionProperties) -> None:
+        self.topic = topic
+        self.props = props
+        self.rules: dict[str, Any] = {}  # lower-case name -> CompiledRule
+        self.main = SubQueue(self, SubQueueKind.MAIN, props.requires_session)
+        self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER)
+        self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER)
+        self.accessed = 0.0
+
+    @property
+    def path(self) -> str:
+        return f"{self.topic.props.name}/Subscriptions/{self.props.name}"
+
+    @property
+    def key(self) -> str:
+        return self.path.lower()
+
+    def sub_queues(self) -> tuple[SubQueue, ...]:
+        return (self.main, self.dlq, self.tdlq)

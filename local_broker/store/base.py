@@ -1,0 +1,80 @@
+"""The contract between the engine's journal and a store: a change set in, a stored state out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from local_broker.engine.message import Message
+
+
+@dataclass(slots=True)
+class ChangeSet:
+    """Everything that changed since the last commit, coalesced (latest state wins).
+
+    Message rows carry their owner (entity key) and sub-queue kind, read from the live message.
+    """
+
+    config: dict[str, Any] | None = None
+    entities_put: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)  # key -> (kind, record)
+    entities_deleted: set[str] = field(default_factory=set)  # also drops the owner's messages and history
+    counters: dict[str, int] = field(default_factory=dict)
+    messages_put: list[tuple[str, int, Message]] = field(default_factory=list)  # full rows
+    messages_state: list[Message] = field(default_factory=list)  # lock / delivery count / state only
+    messages_deleted: list[int] = field(default_factory=list)
+    dedup_put: dict[tuple[str, str], float] = field(default_factory=dict)
+    dedup_prune: dict[str, float] = field(default_factory=dict)  # owner -> forget entries at or before
+    session_states: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.config
+            or self.entities_put
+            or self.entities_deleted
+            or self.counters
+            or self.messages_put
+            or self.messages_state
+            or self.messages_deleted
+            or self.dedup_put
+            or self.dedup_prune
+            or self.session_states
+        )
+
+
+@dataclass(slots=True)
+class StoredState:
+    config: dict[str, Any]
+    entities: list[tuple[str, str, dict[str, Any]]]  # (key, kind, record)
+    counters: dict[str, int]
+    messages: list[tuple[str, int, Message]]  # (owner, sub-queue kind, message) by owner, kind, sequence
+    dedup: list[tuple[str, str, float]]
+    session_states: list[tuple[str, str, bytes]]
+
+
+class Store(Protocol):
+    journaled: bool
+
+    def load(self) -> StoredState | None:
+        """The saved state, or None for a new store."""
+        ...
+
+    def write(self, changes: ChangeSet) -> None:
+        """Apply the change set in one transaction; return only once it is durable."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MemoryStore:
+    """Keeps nothing outside the engine's memory: the namespace lives as long as the process."""
+
+    journaled = False
+
+    def load(self) -> StoredState | None:
+        return None
+
+    def write(self, changes: ChangeSet) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,110 @@
+"""A small tagged JSON encoding that keeps Python value types through the store.
+
+JSON keeps str, int, float, bool and None apart by itself; bytes, datetime, UUID, timedelta, enums,
+dataclasses and lists are wrapped as {"$t": tag, "v": value}.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
+from enum import Enum
+from typing import Any
+
+_PLAIN = (str, int, float, bool, type(None))
+_TYPES: dict[str, type] = {}
+
+
+def register(*classes: type) -> None:
+    """Make dataclasses and enums storable by their class name."""
+    for cls in classes:
+        _TYPES[cls.__name__] = cls
+
+
+def encode_value(value: Any) -> Any:
+    if type(value) in _PLAIN:
+        if type(value) is float and not math.isfinite(value):
+            return {"$t": "f", "v": repr(value)}
+        return value
+    if isinstance(value, Enum):
+        return {"$t": "e", "c": type(value).__name__, "v": value.value}
+    if isinstance(value, str):  # str subclasses (e.g. AMQP symbol) are kept as str
+        return str(value)
+    if isinstance(value, bool | int):
+        return int(value) if not isinstance(value, bool) else bool(value)
+    if isinstance(value, float):
+        return encode_value(float(value))
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$t": "b", "v": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return {"$t": "d", "v": value.isoformat()}
+    if isinstance(value, timedelta):
+        return {"$t": "t", "v": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, uuid.UUID):
+        return {"$t": "u", "v": str(value)}
+    if isinstance(value, list | tuple):
+        return {"$t": "l", "v": [encode_value(v) for v in value]}
+    if isinstance(value, dict):
+        return {"$t": "m", "v": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+    if dataclasses.is_dataclass(value):
+        fields = {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {"$t": "c", "c": type(value).__name__, "v": fields}
+    raise TypeError(f"cannot store a value of type {type(value).__name__}")
+
+
+def decode_value(value: Any) -> Any:
+    if type(value) is not dict:
+        return value
+    tag, v = value["$t"], value.get("v")
+    if tag == "b":
+        return base64.b64decode(v)
+    if tag == "d":
+        return datetime.fromisoformat(v)
+    if tag == "t":
+        return timedelta(days=v[0], seconds=v[1], microseconds=v[2])
+    if tag == "u":
+        return uuid.UUID(v)
+    if tag == "f":
+        return float(v)
+    if tag == "l":
+        return [decode_value(x) for x in v]
+    if tag == "m":
+        return {decode_value(k): decode_value(x) for k, x in v}
+    if tag == "e":
+        return _TYPES[value["c"]](v)
+    if tag == "c":
+        cls = _TYPES[value["c"]]
+        return cls(**{k: decode_value(x) for k, x in v.items()})
+    raise ValueError(f"unknown stored value tag {tag!r}")
+
+
+def encode_properties(props: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Application properties / annotations: plain values pass through, others are tagged."""
+    if props is None:
+        return None
+    for v in props.values():
+        if type(v) not in _PLAIN or (type(v) is float and not math.isfinite(v)):
+            return {k: encode_value(x) for k, x in props.items()}
+    return props
+
+
+def decode_properties(props: dict[str, Any] | None) -> dict[str, Any] | None:
+    if props is None:
+        return None
+    for v in props.values():
+        if type(v) is dict:
+            return {k: decode_value(x) for k, x in props.items()}
+    return props
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+loads = json.loads
