@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "functions": ("replicators.cli", "run function_app.py's Service Bus functions locally (functions run)"),
     "infra": ("patterns.infra_cli", "Azure: render the Bicep parameters from a topology (infra params)"),
     "broker": ("local_broker.cli", "run the local Service Bus-compatible broker (broker serve)"),
+    "topology": ("patterns.cli", "generate a federation pattern's topology; apply a topology to namespaces"),
 }
 
 
