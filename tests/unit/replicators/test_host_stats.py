@@ -20,9 +20,9 @@ class FakeClock:
 def test_rate_and_lag_per_window_counters_since_start():
     clock = FakeClock()
     stats = TriggerStats("f", clock=clock)
-    stats.settled([T0 - dt.timedelta(seconds=1)] * 50, outcome="completed")
+    stats.settled([T0 - dt.timedelta(seconds=1)] * 70, outcome="completed")
     clock.now = T0 + dt.timedelta(seconds=2)
-    stats.settled([clock.now - dt.timedelta(seconds=3)] * 50, outcome="completed")
+    stats.settled([clock.now - dt.timedelta(seconds=3)] * 30, outcome="completed")
     stats.settled([T0], outcome="abandoned")
     stats.invocation_failed()
     first = stats.snapshot()
