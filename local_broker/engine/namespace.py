@@ -959,8 +959,27 @@ class Namespace(Management):
 
     # --- time -----------------------------------------------------------------------------------
 
+    def _purge_stale(self) -> None:
+        """Drop heap tops that mean nothing any more (settled, renewed, cancelled): exact deadlines."""
+        heap = self._lock_heap
+        while heap and not (heap[0][3].lock_token == heap[0][2] and heap[0][3].locked_until == heap[0][0]):
+            heapq.heappop(heap)
+        sheap = self._session_heap
+        while sheap and not (
+            sheap[0][2].session_locks.get(sheap[0][3].session_id) is sheap[0][3]
+            and sheap[0][3].locked_until == sheap[0][0]
+        ):
+            heapq.heappop(sheap)
+        theap = self._ttl_heap
+        while theap and not (theap[0][2].entity is not None and theap[0][2].state is ACTIVE):
+            heapq.heappop(theap)
+        scheap = self._schedule_heap
+        while scheap and scheap[0][2].scheduled.get(scheap[0][3].sequence_number) is not scheap[0][3]:
+            heapq.heappop(scheap)
+
     def next_deadline(self) -> float | None:
         """When `tick()` next has something to do (epoch seconds), or None."""
+        self._purge_stale()
         tops = [
             heap[0][0]
             for heap in (
