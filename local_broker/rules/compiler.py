@@ -86,7 +86,11 @@ def _user_name(value: Any) -> str:
 def read_user_property(name: str) -> Evaluator:
     """A reader of one user property; the usual casings of the name are tried before scanning all keys."""
     lowered = name.lower()
-    casings = tuple(dict.fromkeys((lowered, name[:1].upper() + name[1:], name.upper())).keys() - {name})
+    casings = tuple(
+        casing
+        for casing in dict.fromkeys((lowered, name[:1].upper() + name[1:], name.upper()))
+        if casing != name and len(casing) == len(name) and casing.lower() == lowered
+    )
 
     def evaluate(message: RuleTarget) -> Any:
         properties = message.application_properties
