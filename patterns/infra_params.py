@@ -306,12 +306,12 @@ def _task_endpoint(topology: Topology, task: dict[str, Any], side: str) -> tuple
         raise InfraError(f"{where}: expected {{connection: <setting>, queue | topic ...}}")
     ns = topology.namespace_of(end["connection"])
     queue, topic, subscription = end.get("queue"), end.get("topic"), end.get("subscription")
+    if (queue is None) == (topic is None):
+        raise InfraError(f"{where}: name exactly one of queue or topic")
     if side == "source" and topic is not None and subscription is None:
         raise InfraError(f"{where}: a task reads a topic through a subscription; add subscription: <name>")
     if side == "target" and subscription is not None:
         raise InfraError(f"{where}: a task sends to a queue or a topic, not to a subscription")
-    if (queue is None) == (topic is None):
-        raise InfraError(f"{where}: name exactly one of queue or topic")
     if queue is not None:
         declared = ns.queue(queue)
         if declared is None:
