@@ -1,0 +1,204 @@
+"""Topic fan-out: default, false, correlation and SQL filters; actions into copies; evaluation errors."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from local_broker.engine import (
+    CorrelationFilter,
+    EntityDisabledError,
+    EntityStatus,
+    FalseFilter,
+    Namespace,
+    NotAllowedError,
+    QueueProperties,
+    QuotaExceededError,
+    ReceiveMode,
+    RuleProperties,
+    SqlFilter,
+    SqlRuleAction,
+    SubscriptionProperties,
+    TopicProperties,
+)
+
+from .helpers import ids, msg
+
+RAD = ReceiveMode.RECEIVE_AND_DELETE
+
+
+@pytest.fixture
+def topic(ns: Namespace) -> str:
+    ns.create_topic(TopicProperties("t"))
+    return "t"
+
+
+def sub_path(name: str) -> str:
+    return f"t/Subscriptions/{name}"
+
+
+def test_default_rule_fans_out_to_every_subscription(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(topic, SubscriptionProperties("a"))
+    ns.create_subscription(topic, SubscriptionProperties("b"))
+    ns.send(topic, [msg(message_id="1"), msg(message_id="2")])
+    for name in ("a", "b"):
+        got = ns.receive(sub_path(name), 10)
+        assert ids(got) == ["1", "2"]
+        assert [m.sequence_number for m in got] == [1, 2]  # the topic's numbers
+    rt = ns.get_topic_runtime_properties(topic)
+    assert rt.active_message_count == 4
+    with pytest.raises(NotAllowedError):
+        ns.receive(topic, 1)
+
+
+def test_copies_are_independent(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(topic, SubscriptionProperties("a"))
+    ns.create_subscription(topic, SubscriptionProperties("b"))
+    ns.send(topic, msg(message_id="1", application_properties={"k": 1}))
+    (a,) = ns.receive(sub_path("a"), 1)
+    ns.abandon(sub_path("a"), [a.lock_token], {"k": 2})
+    (b,) = ns.receive(sub_path("b"), 1)
+    assert b.application_properties == {"k": 1} and b.delivery_count == 0
+
+
+def test_false_and_correlation_filters(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(topic, SubscriptionProperties("none"), RuleProperties("f", FalseFilter()))
+    ns.create_subscription(
+        topic,
+        SubscriptionProperties("red"),
+        RuleProperties("c", CorrelationFilter(label="order", properties={"color": "red"})),
+    )
+    ns.send(
+        topic,
+        [
+            msg(message_id="1", subject="order", application_properties={"color": "red"}),
+            msg(message_id="2", subject="order", application_properties={"color": "blue"}),
+            msg(message_id="3", subject="other", application_properties={"color": "red"}),
+        ],
+    )
+    assert ns.receive(sub_path("none"), 10) == []
+    assert ids(ns.receive(sub_path("red"), 10)) == ["1"]
+
+
+def test_sql_filter_and_parameters(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(
+        topic, SubscriptionProperties("big"), RuleProperties("r", SqlFilter("quantity > @min", {"@min": 10}))
+    )
+    ns.send(topic, [msg(message_id=str(q), application_properties={"quantity": q}) for q in (5, 11, 20)])
+    assert ids(ns.receive(sub_path("big"), 10)) == ["11", "20"]
+
+
+def test_rules_without_actions_make_one_copy_and_each_action_its_own(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(topic, SubscriptionProperties("s"))  # $Default: TrueFilter
+    ns.create_rule(topic, "s", RuleProperties("plain", SqlFilter("1=1")))
+    ns.create_rule(topic, "s", RuleProperties("act1", SqlFilter("1=1"), SqlRuleAction("SET tag = 'one'")))
+    ns.create_rule(
+        topic, "s", RuleProperties("act2", SqlFilter("1=1"), SqlRuleAction("SET sys.Label = 'two'"))
+    )
+    ns.create_rule(topic, "s", RuleProperties("nomatch", FalseFilter(), SqlRuleAction("SET tag = 'x'")))
+    ns.send(topic, msg(message_id="m", application_properties={"orig": True}))
+    got = ns.receive(sub_path("s"), 10, RAD)
+    assert len(got) == 3
+    by_rule = {m.application_properties.get("RuleName"): m for m in got}
+    assert set(by_rule) == {None, "act1", "act2"}
+    assert by_rule[None].application_properties == {"orig": True}
+    assert by_rule["act1"].application_properties["tag"] == "one"
+    assert by_rule["act2"].subject == "two" and "tag" not in by_rule["act2"].application_properties
+
+
+def test_action_setting_ttl_applies(ns: Namespace, topic: str, clock) -> None:
+    ns.create_subscription(
+        topic,
+        SubscriptionProperties("s"),
+        RuleProperties("r", SqlFilter("1=1"), SqlRuleAction("SET sys.TimeToLive = '0:0:5'")),
+    )
+    ns.send(topic, msg(message_id="m"))
+    (m,) = ns.peek(sub_path("s"), 0, 1)
+    assert m.expires_at == clock.now() + 5
+
+
+def test_filter_evaluation_error_dead_letters(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(topic, SubscriptionProperties("s"), RuleProperties("r", SqlFilter("a / 0 = 1")))
+    ns.create_subscription(
+        topic,
+        SubscriptionProperties("quiet", dead_lettering_on_filter_evaluation_exceptions=False),
+        RuleProperties("r", SqlFilter("a / 0 = 1")),
+    )
+    ns.send(topic, msg(message_id="m", application_properties={"a": 1}))
+    (dead,) = ns.receive(sub_path("s") + "/$DeadLetterQueue", 1)
+    assert dead.dead_letter_reason == "DivideByZeroException"
+    assert dead.dead_letter_error_description
+    rt = ns.get_subscription_runtime_properties(topic, "quiet")
+    assert rt.total_message_count == 0
+
+
+def test_topic_ttl_caps_subscription_ttl(ns: Namespace, clock) -> None:
+    ns.create_topic(TopicProperties("short", default_message_time_to_live=timedelta(seconds=30)))
+    ns.create_subscription(
+        "short", SubscriptionProperties("s", default_message_time_to_live=timedelta(hours=1))
+    )
+    ns.send("short", msg())
+    (m,) = ns.peek("short/Subscriptions/s", 0, 1)
+    assert m.expires_at == clock.now() + 30
+
+
+def test_disabled_subscription_gets_no_copies_receive_disabled_does(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(topic, SubscriptionProperties("off", status=EntityStatus.DISABLED))
+    ns.create_subscription(topic, SubscriptionProperties("rd", status=EntityStatus.RECEIVE_DISABLED))
+    ns.send(topic, msg())
+    assert ns.get_subscription_runtime_properties(topic, "off").active_message_count == 0
+    assert ns.get_subscription_runtime_properties(topic, "rd").active_message_count == 1
+    with pytest.raises(EntityDisabledError):
+        ns.receive(sub_path("rd"), 1)
+
+
+def test_send_disabled_topic_refuses_but_subscriptions_still_drain(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(topic, SubscriptionProperties("s"))
+    ns.send(topic, msg(message_id="1"))
+    props = ns.get_topic(topic)
+    props.status = EntityStatus.SEND_DISABLED
+    ns.update_topic(props)
+    with pytest.raises(EntityDisabledError):
+        ns.send(topic, msg())
+    assert ids(ns.receive(sub_path("s"), 5)) == ["1"]
+
+
+def test_session_subscription_dead_letters_messages_without_session(ns: Namespace, topic: str) -> None:
+    ns.create_subscription(topic, SubscriptionProperties("sess", requires_session=True))
+    ns.send(topic, [msg(message_id="no-session"), msg(message_id="with", session_id="A")])
+    (dead,) = ns.receive(sub_path("sess") + "/$DeadLetterQueue", 5)
+    assert dead.message_id == "no-session" and dead.dead_letter_reason == "Session id is null."
+    assert ns.list_sessions(sub_path("sess")) == ["A"]
+
+
+def test_topic_scheduling_and_dedup(ns: Namespace, clock) -> None:
+    ns.create_topic(TopicProperties("t", requires_duplicate_detection=True))
+    ns.create_subscription("t", SubscriptionProperties("s"))
+    (seq,) = ns.schedule("t", [msg(message_id="later", scheduled_enqueue_time=clock.now() + 10)])
+    ns.send("t", msg(message_id="later"))  # duplicate of the scheduled one
+    assert ns.get_topic_runtime_properties("t").scheduled_message_count == 1
+    clock.advance(10)
+    ns.tick()
+    (m,) = ns.receive("t/Subscriptions/s", 5)
+    assert m.message_id == "later" and m.sequence_number > seq
+
+
+def test_topic_quota_counts_subscriptions(ns: Namespace) -> None:
+    ns.create_topic(TopicProperties("t", max_size_in_megabytes=1))
+    ns.create_subscription("t", SubscriptionProperties("a"))
+    ns.create_subscription("t", SubscriptionProperties("b"))
+    body = b"x" * (200 * 1024)
+    ns.send("t", [msg(body), msg(body)])  # 4 copies of 200 KB
+    with pytest.raises(QuotaExceededError):
+        ns.send("t", [msg(body), msg(body)])
+
+
+def test_forwarding_subscription_into_queue(ns: Namespace, topic: str) -> None:
+    ns.create_queue(QueueProperties("q"))
+    ns.create_subscription(topic, SubscriptionProperties("fwd", forward_to="q"))
+    ns.send(topic, msg(message_id="m"))
+    (m,) = ns.receive("q", 1)
+    assert m.message_id == "m" and m.enqueued_sequence_number == 1
+    with pytest.raises(NotAllowedError):
+        ns.receive(sub_path("fwd"), 1)
