@@ -41,7 +41,7 @@ class ControlResponse:
         return json.dumps(self.body).encode()
 
 
-def _error(status: int, message: str) -> ControlResponse:
+def control_error(status: int, message: str) -> ControlResponse:
     return ControlResponse(status, {"error": {"code": status, "message": message}})
 
 
@@ -68,9 +68,9 @@ class ControlApi:
         try:
             return self._route(method, segments, body)
         except ControlError as exc:
-            return _error(exc.status, exc.message)
+            return control_error(exc.status, exc.message)
         except BrokerError as exc:
-            return _error(exc.http_status, exc.description)
+            return control_error(exc.http_status, exc.description)
 
     def _route(self, method: str, segments: list[str], body: bytes) -> ControlResponse:
         head = segments[0].lower() if segments else ""

@@ -229,16 +229,16 @@ class Operations:
         return AdminResponse(200, body, atom.FEED_CONTENT_TYPE)
 
     def _namespace_info(self, request: AdminRequest) -> AdminResponse:
-        config, created = self.run_on_engine(lambda ns: (ns.namespace_properties(), ns.created_at))
-        sku = "Premium" if config.premium else "Standard"
-        when = format_timestamp(created)
+        info = self.run_on_engine(lambda ns: ns.namespace_properties())
         body = (f'<NamespaceInfo xmlns="{atom.SB_NS}" xmlns:i="{atom.XSI_NS}">'
-                f"<CreatedTime>{when}</CreatedTime><MessagingSKU>{sku}</MessagingSKU>"
-                f"<MessagingUnits>1</MessagingUnits><ModifiedTime>{when}</ModifiedTime>"
-                f"{atom.element('Name', config.name)}<NamespaceType>Messaging</NamespaceType>"
-                "</NamespaceInfo>")
-        return AdminResponse(200, atom.render_entry(request.base_url, "$namespaceinfo", config.name, body,
-                                                    created, created, self.namespace_name))
+                f"<CreatedTime>{format_timestamp(info.created_at)}</CreatedTime>"
+                f"{atom.element('MessagingSKU', info.messaging_sku)}"
+                f"{atom.element('MessagingUnits', info.messaging_units)}"
+                f"<ModifiedTime>{format_timestamp(info.modified_at)}</ModifiedTime>"
+                f"{atom.element('Name', info.name)}"
+                f"{atom.element('NamespaceType', info.namespace_type)}</NamespaceInfo>")
+        return AdminResponse(200, atom.render_entry(request.base_url, "$namespaceinfo", info.name, body,
+                                                    info.created_at, info.modified_at, self.namespace_name))
 
     # --- writes -----------------------------------------------------------------------------------
 

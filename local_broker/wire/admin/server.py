@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from local_broker.auth import MANAGE, NamespaceAuth
-from local_broker.control import CONTROL_PREFIX, ControlApi
+from local_broker.control import CONTROL_PREFIX, ControlApi, control_error
 from local_broker.engine import BrokerError, UnauthorizedError
 from local_broker.faults import NamespaceFaults
 from local_broker.tls import Certificate
@@ -55,7 +55,9 @@ SUPPLEMENTARY_HEADERS = {
 TLS_RECORD_HANDSHAKE = 0x16
 HANDSHAKE_TIMEOUT = 10.0
 IDLE_TIMEOUT = 120.0
+SHUTDOWN_POLL_SECONDS = 0.05
 JSON = "application/json"
+BEARER = "Bearer "
 
 
 class _Server(ThreadingHTTPServer):
@@ -175,8 +177,8 @@ class AdminServer:
 
     def start(self) -> None:
         self._server = _Server(self._address, self)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name=f"admin-{self.namespace_name}")
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,),
+                                        daemon=True, name=f"admin-{self.namespace_name}")
         self._thread.start()
 
     def stop(self) -> None:
@@ -199,15 +201,19 @@ class AdminServer:
         lowered = {k.lower(): v for k, v in headers.items()}
         if [s.lower() for s in segments] == ["health"] and method == "GET":
             return AdminResponse(200, self._health(), JSON)
+        is_control = bool(segments) and segments[0].lower() == CONTROL_PREFIX
         try:
             claim = self._verify(lowered.get("authorization"))
-            if segments and segments[0].lower() == CONTROL_PREFIX:
+            if is_control:
                 claim.require("", MANAGE)
                 answer = self.control.handle(method, segments[1:], body)
                 return AdminResponse(answer.status, answer.encode(), JSON)
             query = dict(parse_qsl(parts.query))
             return self._management(method, segments, query, lowered, body, scheme, claim)
         except BrokerError as exc:
+            if is_control:
+                refusal = control_error(exc.http_status, exc.description)
+                return AdminResponse(refusal.status, refusal.encode(), JSON)
             return _error(exc.http_status, exc.description)
         except Exception:
             log.exception("management request %s %s failed", method, raw_path)
@@ -222,7 +228,8 @@ class AdminServer:
         if not token:
             raise UnauthorizedError("MissingToken: The request has no Authorization header with a "
                                     "SharedAccessSignature token.")
-        return self.auth.verify_token(token, self.clock())
+        # A SAS-token connection string makes the SDK send "Bearer SharedAccessSignature ...".
+        return self.auth.verify_token(token.removeprefix(BEARER), self.clock())
 
     def _management(self, method: str, segments: list[str], query: dict[str, str], headers: dict[str, str],
                     body: bytes, scheme: str, claim: Any) -> AdminResponse:
