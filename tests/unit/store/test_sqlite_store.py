@@ -1,0 +1,227 @@
+"""The SQLite store: a namespace reopened from its file is the namespace that was committed."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from local_broker.engine import (
+    FakeClock,
+    Message,
+    MessageState,
+    Namespace,
+    NamespaceConfig,
+    QueueProperties,
+    ReceiveMode,
+    RuleProperties,
+    SqlFilter,
+    SqlRuleAction,
+    StoreError,
+    SubscriptionProperties,
+    TopicProperties,
+)
+from local_broker.store import ChangeSet, SqliteStore
+
+
+class RecordingStore(SqliteStore):
+    """A real SQLite store that also keeps the change sets it wrote, to check coalescing."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.written: list[ChangeSet] = []
+
+    def write(self, changes: ChangeSet) -> None:
+        self.written.append(changes)
+        super().write(changes)
+
+
+def reopen(path: Path, clock: FakeClock) -> Namespace:
+    return Namespace.open(SqliteStore(path), clock=clock)
+
+
+def test_everything_survives_a_restart(tmp_path: Path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "ns.db"
+    ns = Namespace.open(SqliteStore(path), NamespaceConfig(name="primary"), clock)
+    ns.create_queue(
+        QueueProperties(
+            "q",
+            requires_duplicate_detection=True,
+            lock_duration=timedelta(seconds=30),
+            user_metadata="meta",
+        )
+    )
+    ns.create_queue(QueueProperties("sq", requires_session=True))
+    ns.create_topic(TopicProperties("t"))
+    ns.create_subscription(
+        "t",
+        SubscriptionProperties("s"),
+        RuleProperties("r", SqlFilter("n > @min", {"@min": 1}), SqlRuleAction("SET seen = TRUE")),
+    )
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    props = {
+        "s": "v",
+        "i": 2**40,
+        "f": 0.5,
+        "b": False,
+        "n": None,
+        "y": b"\x01\x02",
+        "d": when,
+        "u": uuid.UUID(int=7),
+        "t": timedelta(seconds=3),
+    }
+    ns.send(
+        "q",
+        [Message(b"body%d" % i, dict(props), message_id=f"m{i}", annotations={"x-a": i}) for i in range(5)],
+    )
+    locked, abandoned, deferred, dead = ns.receive("q", 4)
+    ns.abandon("q", [abandoned.lock_token])
+    ns.defer("q", [deferred.lock_token])
+    ns.dead_letter("q", [dead.lock_token], "why", "because")
+    (scheduled_seq,) = ns.schedule(
+        "q", [Message(b"s", message_id="sched", scheduled_enqueue_time=clock.now() + 60)]
+    )
+    ns.send("t", [Message(b"x", {"n": 2}, message_id="topic-msg")])
+    ns.send("sq", Message(b"z", session_id="A"))
+    ns.set_session_state("sq", "A", b"state")
+    ns.commit()
+    before = {
+        p: [
+            (m.sequence_number, m.delivery_count, m.state, m.application_properties)
+            for m in ns.peek(p, 0, 50)
+        ]
+        for p in ("q", "q/$DeadLetterQueue", "t/Subscriptions/s", "sq")
+    }
+    ns.close()
+
+    clock.advance(5)
+    ns2 = reopen(path, clock)
+    assert ns2.config.name == "primary"
+    assert ns2.get_queue("q").user_metadata == "meta" and ns2.get_queue("q").requires_duplicate_detection
+    rule = ns2.get_rule("t", "s", "r")
+    assert rule.filter == SqlFilter("n > @min", {"@min": 1}) and rule.action == SqlRuleAction(
+        "SET seen = TRUE"
+    )
+    after = {
+        p: [
+            (m.sequence_number, m.delivery_count, m.state, m.application_properties)
+            for m in ns2.peek(p, 0, 50)
+        ]
+        for p in before
+    }
+    assert after == before
+    (first,) = ns2.peek("q", 1, 1)
+    assert (
+        first.application_properties == props and first.annotations == {"x-a": 0} and first.body == b"body0"
+    )
+    assert ns2.get_session_state("sq", "A") == b"state"
+    rt = ns2.get_queue_runtime_properties("q")
+    assert (rt.active_message_count, rt.dead_letter_message_count, rt.scheduled_message_count) == (4, 1, 1)
+    # the lock taken before the restart is still valid and still expires on time
+    ns2.complete("q", [locked.lock_token])
+    # delivery count and deferral survived
+    assert ns2.receive("q", 1)[0].delivery_count == 1
+    assert ns2.receive_deferred("q", [deferred.sequence_number])[0].message_id == "m2"
+    # dedup history and sequence counters survived
+    ns2.send("q", Message(b"dup", message_id="m0"))
+    ns2.send("q", Message(b"new", message_id="fresh"))
+    fresh = [m for m in ns2.peek("q", 0, 50) if m.message_id in ("m0", "fresh") and m.body != b"body0"]
+    assert [m.message_id for m in fresh] == ["fresh"] and fresh[0].sequence_number > scheduled_seq
+    # the scheduled message still activates
+    clock.advance(60)
+    ns2.tick()
+    assert "sched" in [m.message_id for m in ns2.receive("q", 50, ReceiveMode.RECEIVE_AND_DELETE)]
+    ns2.close()
+
+
+def test_uncommitted_changes_are_not_stored(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    ns.create_queue(QueueProperties("q"))
+    ns.send("q", Message(b"committed"))
+    ns.commit()
+    ns.send("q", Message(b"lost"))
+    ns2 = reopen(tmp_path / "ns.db", clock)
+    assert [m.body for m in ns2.peek("q", 0, 10)] == [b"committed"]
+
+
+def test_sent_and_settled_within_one_commit_never_touches_disk(tmp_path: Path) -> None:
+    store = RecordingStore(tmp_path / "ns.db")
+    ns = Namespace.open(store, clock=FakeClock())
+    ns.create_queue(QueueProperties("q"))
+    ns.commit()
+    ns.send("q", [Message(b"a"), Message(b"b")])
+    got = ns.receive("q", 2)
+    ns.complete("q", [m.lock_token for m in got])
+    ns.commit()
+    last = store.written[-1]
+    assert last.messages_put == [] and last.messages_deleted == [] and last.messages_state == []
+    assert last.counters == {"q": 2}
+    # once persisted, a lock is a state-only update and completion a delete
+    ns.send("q", Message(b"c"))
+    ns.commit()
+    (c,) = ns.receive("q", 1)
+    ns.commit()
+    assert store.written[-1].messages_state == [c] and store.written[-1].messages_put == []
+    ns.complete("q", [c.lock_token])
+    ns.commit()
+    assert store.written[-1].messages_deleted == [c.uid]
+
+
+def test_deleted_entity_leaves_nothing_behind(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    ns.create_queue(QueueProperties("q", requires_duplicate_detection=True))
+    ns.send("q", Message(b"a", message_id="a"))
+    ns.commit()
+    ns.delete_queue("q")
+    ns.create_queue(QueueProperties("q"))
+    ns.commit()
+    ns2 = reopen(tmp_path / "ns.db", clock)
+    assert ns2.peek("q", 0, 10) == [] and not ns2.get_queue("q").requires_duplicate_detection
+    db = sqlite3.connect(tmp_path / "ns.db")
+    assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM dedup").fetchone()[0] == 0
+
+
+def test_unknown_schema_version_is_refused(tmp_path: Path) -> None:
+    SqliteStore(tmp_path / "ns.db").close()
+    db = sqlite3.connect(tmp_path / "ns.db")
+    db.execute("UPDATE schema_version SET version = 99")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="schema version 99"):
+        SqliteStore(tmp_path / "ns.db")
+
+
+def test_foreign_database_is_refused(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "other.db")
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="not an sbfed namespace store"):
+        SqliteStore(tmp_path / "other.db")
+
+
+def test_wal_mode(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "ns.db")
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_restored_message_state_kinds(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    ns.create_queue(QueueProperties("q", lock_duration=timedelta(seconds=10)))
+    ns.send("q", Message(b"a", message_id="a"))
+    (a,) = ns.receive("q", 1)
+    ns.commit()
+    ns2 = reopen(tmp_path / "ns.db", clock)
+    (peeked,) = ns2.peek("q", 0, 1)
+    assert peeked.lock_token == a.lock_token and peeked.state is MessageState.ACTIVE
+    clock.advance(10)
+    ns2.tick()  # the restored lock expires like any other
+    assert ns2.receive("q", 1)[0].delivery_count == 1
