@@ -1,0 +1,84 @@
+"""Kill the process holding the store mid-stream: nothing acknowledged is lost, nothing settled comes back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from local_broker.engine import Message, Namespace
+from local_broker.store import SqliteStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The child acknowledges exactly as an adapter does: a line is printed only after the commit returned.
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from local_broker.engine import Message, Namespace, QueueProperties, EntityAlreadyExistsError
+    from local_broker.store import SqliteStore
+
+    ns = Namespace.open(SqliteStore(sys.argv[1]))
+    try:
+        ns.create_queue(QueueProperties("q"))
+    except EntityAlreadyExistsError:
+        pass
+    ns.commit()
+    out = sys.stdout
+    batch = 0
+    while True:
+        ids = [f"m{batch}-{i}" for i in range(20)]
+        ns.send("q", [Message(b"payload-" + i.encode(), message_id=i) for i in ids])
+        ns.commit()
+        out.write("sent " + " ".join(ids) + "\\n")
+        if batch % 2:
+            got = ns.receive("q", 7)
+            out.write("completing " + " ".join(m.message_id for m in got) + "\\n")
+            out.flush()
+            ns.complete("q", [m.lock_token for m in got])
+            ns.commit()
+            out.write("completed " + " ".join(m.message_id for m in got) + "\\n")
+        out.flush()
+        batch += 1
+    """
+)
+
+
+def test_kill_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    path = tmp_path / "ns.db"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO
+    )
+    sent: set[str] = set()
+    attempted: set[str] = set()
+    completed: set[str] = set()
+    assert child.stdout is not None
+    try:
+        while len(sent) < 3000:
+            line = child.stdout.readline()
+            assert line, "the child stopped before being killed"
+            kind, _, rest = line.strip().partition(" ")
+            names = set(rest.split())
+            {"sent": sent, "completing": attempted, "completed": completed}[kind].update(names)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+
+    ns = Namespace.open(SqliteStore(path))
+    present = {m.message_id: m for m in ns.peek("q", 0, 100_000)}
+    missing = sent - attempted - set(present)
+    assert not missing, f"acknowledged messages lost: {sorted(missing)[:10]}"
+    assert not completed & set(present), "completed messages came back"
+    assert all(present[i].body == b"payload-" + i.encode() for i in sent - attempted)
+    numbers = sorted(m.sequence_number for m in present.values())
+    assert len(numbers) == len(set(numbers))
+    # the namespace keeps working after the crash: new numbers continue above the old ones
+    ns.send("q", Message(b"after", message_id="after"))
+    (after,) = ns.peek("q", numbers[-1] + 1, 10)
+    assert after.message_id == "after"
+    ns.close()
