@@ -2,6 +2,7 @@
 
     sbfed broker serve --topology FILE [--data DIR | --in-memory] [--host 127.0.0.1]
                        [--print-json] [--ready-file PATH] [--log-level INFO]
+    sbfed broker fault ...            inject faults into a running namespace (local_broker.fault_cli)
 
 Prints one line per namespace with its AMQP connection string, admin connection string and certificate
 (`--print-json`: one JSON object per line; `--ready-file`: the same JSON list written to a file once every
@@ -25,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sbfed broker",
                                      description="The local Service Bus-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
+    sub.add_parser("fault", help="inject faults into a running namespace (see `sbfed broker fault --help`)")
     serve = sub.add_parser("serve",
                            help="host the namespaces of a topology file (or an emulator Config.json)")
     serve.add_argument("--topology", required=True, help="topology YAML/JSON, or the emulator's Config.json")
@@ -39,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "fault":
+        from local_broker import fault_cli
+
+        return fault_cli.main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")

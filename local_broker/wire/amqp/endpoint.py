@@ -30,7 +30,7 @@ from local_broker.faults import NamespaceFaults
 from local_broker.wire.amqp import compat, management, messages
 from local_broker.wire.amqp.codec import MessageDecodeError
 from local_broker.wire.amqp.logs import log_event
-from local_broker.wire.amqp.reactor import EngineThread
+from local_broker.wire.amqp.reactor import EngineThread, Guarded
 
 log = logging.getLogger("local_broker.amqp")
 
@@ -164,7 +164,8 @@ class NamespaceEndpoint(Handler):
         """Send a response after this turn's commit, later still when a fault adds latency."""
         delay = self.faults.state.latency_seconds
         if delay:
-            self.thread.after_commit.append(lambda: self.thread.container.schedule(delay, _Deferred(action)))
+            later = Guarded(_Deferred(action))
+            self.thread.after_commit.append(lambda: self.thread.container.schedule(delay, later))
         else:
             self.thread.after_commit.append(action)
 
@@ -290,7 +291,7 @@ class NamespaceEndpoint(Handler):
             state.wait_deadline = time.time() + wait
             self.waiting[path].add(link)
             if not self._try_accept_session(link):
-                self.thread.container.schedule(wait, _WaitExpiry(self))
+                self.thread.container.schedule(wait, Guarded(_WaitExpiry(self)))
             return
         state.session = self.ns.accept_session(path, state.wanted_session, state)
         self._activate_receiver(link)
@@ -408,7 +409,7 @@ class NamespaceEndpoint(Handler):
         except BrokerError as exc:
             compat.reject(delivery, exc.amqp_condition, exc.description)
             return
-        if delivery.remote_settled:
+        if delivery.settled:
             delivery.settle()
         else:
             self.respond(lambda: _accept(delivery))
@@ -454,10 +455,12 @@ class NamespaceEndpoint(Handler):
     def _on_disposition(self, delivery: Delivery, state: LinkState | None) -> None:
         outcome = delivery.remote_state
         if state is None or state.node is not Node.RECEIVER:  # replies on $cbs / $management links
-            if outcome or delivery.remote_settled:
+            if outcome or delivery.settled:
                 delivery.settle()
             return
-        if not outcome or delivery.settled:
+        if not outcome:
+            if delivery.settled:  # settled without an outcome: nothing to apply
+                delivery.settle()
             return
         token = messages.lock_token_of(compat.delivery_tag(delivery))
         session_id = None if state.session is None else state.session.session_id
@@ -484,12 +487,12 @@ class NamespaceEndpoint(Handler):
                 delivery.settle()
                 return
         except BrokerError as exc:
-            if delivery.remote_settled:
+            if delivery.settled:
                 delivery.settle()
             else:
                 compat.reject(delivery, exc.amqp_condition, exc.description)
             return
-        if delivery.remote_settled:
+        if delivery.settled:
             delivery.settle()
         else:
             self.respond(lambda: compat.echo_outcome(delivery))

@@ -22,11 +22,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from proton import Handler
+from proton import Endpoint, Handler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from local_broker.engine import BrokerError
-from local_broker.wire.amqp.logs import log_event
+from local_broker.wire.amqp.compat import error
+from local_broker.wire.amqp.logs import log_event, quiet_proton_socket_noise
 
 log = logging.getLogger("local_broker.amqp")
 T = TypeVar("T")
@@ -39,6 +40,30 @@ class TurnParticipant(Protocol):
     def commit(self) -> None: ...
     def next_deadline(self) -> float | None: ...
     def tick(self) -> None: ...
+
+
+class Guarded(Handler):
+    """Routes every event to `inner`; an error in it closes the connection involved, never the reactor.
+
+    proton lets a handler's exception end `Container.run()`; one bad frame must not stop the broker.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def on_unhandled(self, method: str, *args: Any) -> None:
+        fn = getattr(self.inner, method, None)
+        if fn is None:
+            return
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("error handling %s", method)
+            connection = getattr(args[0], "connection", None) if args else None
+            if connection is not None and connection.state & Endpoint.LOCAL_ACTIVE:
+                connection.condition = error("amqp:internal-error", "The broker failed to process a frame.")
+                connection.close()
 
 
 class _TickTimer(Handler):
@@ -56,7 +81,8 @@ class EngineThread(Handler):
 
     def __init__(self) -> None:
         super().__init__()
-        self.container = Container(self)
+        quiet_proton_socket_noise()
+        self.container = Container(Guarded(self))
         self.container.container_id = "sbfed-local-broker"
         self.participants: list[TurnParticipant] = []
         self.after_commit: list[Callable[[], None]] = []
@@ -85,7 +111,7 @@ class EngineThread(Handler):
         self._closing.append(fn)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Close everything on the reactor (committing first), then end the thread."""
+        """Close everything on the reactor (stores commit as they close), then end the thread."""
         if self._thread is None or not self._thread.is_alive():
             return
 
@@ -95,14 +121,17 @@ class EngineThread(Handler):
                     fn()
                 except Exception:
                     log.exception("error during shutdown")
+            done, self.after_commit = self.after_commit, []
+            for fn in done:
+                fn()
             self._injector.close()
             self.container.stop()
 
-        try:
-            self.call(shutdown, timeout=timeout)
-        except Exception:
-            log.exception("shutdown did not complete")
+        self._calls.put((shutdown, Future()))
+        self._injector.trigger(ApplicationEvent("engine_call"))
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            log_event(log, logging.ERROR, "shutdown-timeout", seconds=timeout)
 
     # --- executor -------------------------------------------------------------------------------
     def call(self, fn: Callable[[], T], timeout: float | None = 30.0) -> T:
@@ -153,4 +182,4 @@ class EngineThread(Handler):
         if self.timer_at is not None and self.timer_at <= when:
             return
         self.timer_at = when
-        self.container.schedule(max(0.0, when - time.time()), self._timer)
+        self.container.schedule(max(0.0, when - time.time()), Guarded(self._timer))

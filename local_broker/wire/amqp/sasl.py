@@ -25,6 +25,7 @@ from local_broker.auth import Claim, NamespaceAuth
 from local_broker.engine import BrokerError
 from local_broker.faults import NamespaceFaults
 from local_broker.wire.amqp.logs import log_event
+from local_broker.wire.amqp.reactor import Guarded
 
 log = logging.getLogger("local_broker.amqp")
 
@@ -119,11 +120,13 @@ class SaslDoor(Handler):
                 return
             self._write(SASL_HEADER)
             raise ValueError("not an AMQP protocol header")
-        if len(self.inbox) < len(SASL_HEADER) + 4:
+        if len(self.inbox) < len(SASL_HEADER):
             return
         if not self.greeted:
             self.greeted = True
             self._write(SASL_HEADER + MECHANISMS_FRAME)
+        if len(self.inbox) < len(SASL_HEADER) + 4:
+            return
         frame_size = struct.unpack_from(">I", self.inbox, 8)[0]
         if not 8 <= frame_size <= MAX_SASL_FRAME:
             raise ValueError(f"SASL frame size {frame_size}")
@@ -168,7 +171,7 @@ class SaslDoor(Handler):
         """Hand the socket to a proton server transport (what proton's own Acceptor does)."""
         self.bound = True
         reactor: Container = self.listener.container
-        connection = reactor.connection(self.listener.handler)
+        connection = reactor.connection(Guarded(self.listener.handler))
         connection._acceptor = self.listener  # tells proton's IOHandler the socket exists already
         host, port = self.peer.rsplit(":", 1)
         connection.url = Url(host=host, port=int(port))
@@ -219,7 +222,7 @@ class SaslListener(Handler):
         self.sock.listen(128)
         self.sock.setblocking(False)
         self.port = self.sock.getsockname()[1]
-        self.selectable = container.selectable(handler=self, delegate=self.sock)
+        self.selectable = container.selectable(handler=Guarded(self), delegate=self.sock)
         self.selectable.reading = True
         self.selectable._transport = None
         container.update(self.selectable)
@@ -235,13 +238,14 @@ class SaslListener(Handler):
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         door = SaslDoor(sock, self)
-        door.selectable = self.container.selectable(handler=door, delegate=door)
+        door.selectable = self.container.selectable(handler=Guarded(door), delegate=door)
         door.selectable.reading = True
         door.selectable._transport = None
         self.container.update(door.selectable)
-        self.container.schedule(SASL_TIMEOUT_S, door)
+        self.container.schedule(SASL_TIMEOUT_S, Guarded(door))
 
     def close(self) -> None:
         if not self.selectable.is_terminal:
             self.selectable.terminate()
             self.selectable.update()
+        self.sock.close()
