@@ -4,7 +4,8 @@ are named and declared, so each pattern function only says what is particular to
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from patterns.topology import NamespaceSpec, QueueSpec, RuleSpec, SubscriptionSpec, TopicSpec, Topology
 
@@ -17,6 +18,7 @@ CONSUMER_SUBSCRIPTION = "consumer"
 AUDIT_SUBSCRIPTION = "audit"
 DEFAULT_AUDIT_SINK = "./audit"
 DEDUPLICATION_WINDOW = "PT10M"
+Spec = TypeVar("Spec", QueueSpec, TopicSpec, SubscriptionSpec)
 
 
 def connection_setting(namespace: str) -> str:
@@ -41,7 +43,7 @@ class TopologyBuilder:
         self.topology = Topology(audit={"sink": audit_sink or DEFAULT_AUDIT_SINK})
 
     def namespace(self, name: str) -> NamespaceSpec:
-        if not name or connection_setting(name) == "":
+        if not connection_setting(name):
             raise ValueError(f"'{name}' is not a usable namespace name")
         ns = self.topology.namespaces.get(name)
         if ns is None:
@@ -50,31 +52,19 @@ class TopologyBuilder:
         return ns
 
     def queue(self, namespace: str, name: str, **properties: Any) -> QueueSpec:
-        ns = self.namespace(namespace)
-        queue = ns.queue(name)
-        if queue is None:
-            queue = QueueSpec(name)
-            ns.queues.append(queue)
+        queue = _declared(self.namespace(namespace).queues, name, QueueSpec)
         queue.properties.update(properties)
         return queue
 
     def topic(self, namespace: str, name: str, **properties: Any) -> TopicSpec:
-        ns = self.namespace(namespace)
-        topic = ns.topic(name)
-        if topic is None:
-            topic = TopicSpec(name)
-            ns.topics.append(topic)
+        topic = _declared(self.namespace(namespace).topics, name, TopicSpec)
         topic.properties.update(properties)
         return topic
 
     def subscription(
         self, namespace: str, topic: str, name: str, rules: list[RuleSpec] | None = None, **properties: Any
     ) -> SubscriptionSpec:
-        spec = self.topic(namespace, topic)
-        sub = next((s for s in spec.subscriptions if s.name.lower() == name.lower()), None)
-        if sub is None:
-            sub = SubscriptionSpec(name)
-            spec.subscriptions.append(sub)
+        sub = _declared(self.topic(namespace, topic).subscriptions, name, SubscriptionSpec)
         sub.properties.update(properties)
         if rules is not None:
             sub.rules = list(rules)
@@ -133,6 +123,15 @@ class TopologyBuilder:
             source_ns, {"topic": topic, "subscription": sub}, target_ns, {"topic": target_topic},
             name=f"{topic}-{source_ns}-to-{target_ns}", **options,
         )
+
+
+def _declared(specs: list[Spec], name: str, make: Callable[[str], Spec]) -> Spec:
+    """The spec named `name` (case-insensitively, like Service Bus), added by `make` if missing."""
+    spec = next((s for s in specs if s.name.lower() == name.lower()), None)
+    if spec is None:
+        spec = make(name)
+        specs.append(spec)
+    return spec
 
 
 def distinct(namespaces: list[str], at_least: int) -> list[str]:
