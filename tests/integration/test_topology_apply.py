@@ -1,0 +1,127 @@
+"""`sbfed topology apply` against the local broker over HTTPS, with the real ServiceBusAdministrationClient:
+applying twice changes nothing, a changed property or rule is reported and applied, extras are kept unless
+asked, immutable properties stop the run before anything changes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from azure.servicebus.management import ServiceBusAdministrationClient
+
+from patterns.cli import main
+from patterns.federation import active_passive, spillover
+from patterns.topology import dump_topology
+
+NAMESPACES = {"namespaces": {n: {"local": {"amqp_port": 0, "admin_port": 0}}
+                             for n in ("primary", "secondary")}}
+
+
+@pytest.fixture(scope="module")
+def broker(start_module_broker):
+    return start_module_broker(NAMESPACES)
+
+
+@pytest.fixture
+def admin(broker):
+    return {
+        name: ServiceBusAdministrationClient.from_connection_string(
+            ns.admin_connection_string, connection_verify=broker.cert_path)
+        for name, ns in broker.namespaces.items()
+    }
+
+
+def apply(broker, topology, tmp_path, capsys, *extra):
+    path = tmp_path / "topology.yaml"
+    dump_topology(topology, path)
+    argv = ["apply", "--topology", str(path), "--verify", broker.cert_path, *extra]
+    for name in topology.namespaces:
+        argv += ["--namespace", f"{name}={broker.namespaces[name].admin_connection_string}"]
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def subscription(topology, name):
+    return next(s for s in topology.namespaces["primary"].topic("events").subscriptions if s.name == name)
+
+
+def clean(admin):
+    for client in admin.values():
+        for topic in list(client.list_topics()):
+            client.delete_topic(topic.name)
+        for queue in list(client.list_queues()):
+            client.delete_queue(queue.name)
+
+
+@pytest.fixture(autouse=True)
+def empty_namespaces(admin):
+    clean(admin)
+    yield
+    clean(admin)
+
+
+def test_applying_twice_changes_nothing_the_second_time(broker, admin, tmp_path, capsys):
+    topology = active_passive("primary", "secondary", ttl="PT2M")
+    code, out = apply(broker, topology, tmp_path, capsys)
+    assert code == 0, out
+    assert "+ topic events" in out and "- rule events/to-secondary/$Default" in out
+    rules = {r.name: r for r in admin["primary"].list_rules("events", "to-secondary")}
+    assert set(rules) == {"replication"}
+    action = rules["replication"].action.sql_expression
+    assert action == "SET replication = 1; SET sys.TimeToLive = '00:02:00'"
+    topic = admin["secondary"].get_topic("events")
+    assert topic.requires_duplicate_detection is True
+    assert topic.duplicate_detection_history_time_window == dt.timedelta(minutes=10)
+
+    code, out = apply(broker, topology, tmp_path, capsys)
+    assert code == 0
+    assert out.splitlines() == [
+        "namespace primary: up to date", "namespace secondary: up to date", "no changes"]
+
+
+def test_a_changed_property_and_a_changed_rule_are_reported_and_applied(broker, admin, tmp_path, capsys):
+    topology = active_passive("primary", "secondary")
+    apply(broker, topology, tmp_path, capsys)
+    consumer = subscription(topology, "consumer")
+    consumer.properties.update(max_delivery_count=3, lock_duration="PT45S")
+    replication = subscription(topology, "to-secondary").rules[0]
+    replication.filter = {"sql": "replication IS NULL AND priority > 1"}
+
+    code, out = apply(broker, topology, tmp_path, capsys)
+    assert code == 0, out
+    assert "~ subscription events/consumer: lock_duration: PT1M -> PT45S; max_delivery_count: 10 -> 3" in out
+    assert "~ rule events/to-secondary/replication: filter: sql replication IS NULL -> " \
+           "sql replication IS NULL AND priority > 1" in out
+    sub = admin["primary"].get_subscription("events", "consumer")
+    assert (sub.max_delivery_count, sub.lock_duration) == (3, dt.timedelta(seconds=45))
+    rule = admin["primary"].get_rule("events", "to-secondary", "replication")
+    assert rule.filter.sql_expression == "replication IS NULL AND priority > 1"
+    assert apply(broker, topology, tmp_path, capsys)[1].endswith("no changes\n")
+
+
+def test_extras_are_kept_unless_asked_and_dry_run_changes_nothing(broker, admin, tmp_path, capsys):
+    topology = spillover(["primary", "secondary"], deadline="PT4M")
+    apply(broker, topology, tmp_path, capsys)
+    admin["primary"].create_queue("legacy")
+    code, out = apply(broker, topology, tmp_path, capsys)
+    assert code == 0 and "? queue legacy: not in the topology; kept" in out
+    assert "legacy" in {q.name for q in admin["primary"].list_queues()}
+
+    code, out = apply(broker, topology, tmp_path, capsys, "--delete-extra", "--dry-run")
+    assert "- queue legacy" in out and "dry run: nothing was changed" in out
+    assert "legacy" in {q.name for q in admin["primary"].list_queues()}
+    apply(broker, topology, tmp_path, capsys, "--delete-extra")
+    assert "legacy" not in {q.name for q in admin["primary"].list_queues()}
+    assert admin["secondary"].get_queue("work").default_message_time_to_live == dt.timedelta(minutes=2)
+
+
+def test_an_immutable_difference_stops_the_run_before_anything_changes(broker, admin, tmp_path, capsys):
+    topology = active_passive("primary", "secondary")
+    apply(broker, topology, tmp_path, capsys)
+    consumer = subscription(topology, "consumer")
+    consumer.properties.update(requires_session=True, max_delivery_count=4)
+    code, out = apply(broker, topology, tmp_path, capsys)
+    assert code == 1
+    assert "! subscription events/consumer: requires_session: False -> True cannot change" in out
+    assert admin["primary"].get_subscription("events", "consumer").max_delivery_count == 10
