@@ -74,6 +74,8 @@ class _Server(ThreadingHTTPServer):
         """Sniff TLS vs plain HTTP on the connection's first byte, then serve it."""
         connection: socket.socket = request
         try:
+            # Headers and body leave in separate writes; without NODELAY, Nagle + delayed ACK add ~40 ms.
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection.settimeout(HANDSHAKE_TIMEOUT)
             first = connection.recv(1, socket.MSG_PEEK)
             if first and first[0] == TLS_RECORD_HANDSHAKE:
