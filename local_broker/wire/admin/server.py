@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -164,7 +165,7 @@ class AdminServer:
         self.auth = auth
         self.faults = faults
         self.clock = clock
-        self.tls_context = Certificate(cert_path, key_path).server_context()  # type: ignore[arg-type]
+        self.tls_context = Certificate(Path(cert_path), Path(key_path)).server_context()
         self.operations = Operations(namespace_name, run_on_engine)
         self.control = ControlApi(namespace_name, faults, run_on_engine)
         self._address = (host, port)
