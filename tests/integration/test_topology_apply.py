@@ -90,7 +90,7 @@ def test_a_changed_property_and_a_changed_rule_are_reported_and_applied(broker, 
 
     code, out = apply(broker, topology, tmp_path, capsys)
     assert code == 0, out
-    assert "~ subscription events/consumer: lock_duration: PT1M -> PT45S; max_delivery_count: 10 -> 3" in out
+    assert "~ subscription events/consumer: max_delivery_count: 10 -> 3; lock_duration: PT1M -> PT45S" in out
     assert "~ rule events/to-secondary/replication: filter: sql replication IS NULL -> " \
            "sql replication IS NULL AND priority > 1" in out
     sub = admin["primary"].get_subscription("events", "consumer")
