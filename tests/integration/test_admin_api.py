@@ -549,3 +549,9 @@ def test_forwarding_needs_the_supplementary_token(endpoint):
     )
     status, body = endpoint.raw("PUT", "/source", entry, token=endpoint.token())
     assert status == 401 and b"ServiceBusSupplementaryAuthorization" in body
+    expiry = int(time.time()) + 60
+    for destination, expected in (("elsewhere", 401), ("target", 201)):
+        supplementary = generate_sas_token(f"sb://{endpoint.address}/{destination}", ROOT.name, ROOT.key, expiry)
+        status, _ = endpoint.raw("PUT", "/source", entry, token=endpoint.token(),
+                                 ServiceBusSupplementaryAuthorization=supplementary)
+        assert status == expected

@@ -259,12 +259,11 @@ class AdminServer:
             return
         for attribute, header in SUPPLEMENTARY_HEADERS.items():
             destination = values.get(attribute)
+            if destination and not headers.get(header.lower()):
+                raise UnauthorizedError(f"MissingToken: setting {attribute} needs the {header} header "
+                                        f"with a token for '{destination}'.")
             if destination:
-                token = headers.get(header.lower())
-                if not token:
-                    raise UnauthorizedError(f"MissingToken: setting {attribute} needs the {header} header "
-                                            f"with a token for '{destination}'.")
-                self.auth.verify_token(token, self.clock()).require(destination, MANAGE)
+                self._verify(headers[header.lower()]).require(destination, MANAGE)
 
 
 def _error(status: int, detail: str) -> AdminResponse:
