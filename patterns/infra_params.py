@@ -4,7 +4,8 @@ The topology speaks the azure-servicebus SDK's language (snake_case keyword argu
 ARM speaks camelCase. `ARM_PROPERTIES` is the one table between them. The renderer also decides what the
 Function App's identity may do: for every task, Azure Service Bus Data Receiver on the source entity and
 Data Sender on the target entity, each scoped to that entity (queue, topic, or topic subscription) rather
-than to the namespace. A property ARM cannot carry is an error here, not a silent drop at deploy time.
+than to the namespace, unless a transform may reroute the copy (then Sender covers the target namespace).
+A property ARM cannot carry is an error here, not a silent drop at deploy time.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ CORRELATION_FIELDS: dict[str, str] = {
 class InfraOptions:
     """Deployment choices that are not in the topology file. `${...}` values are filled in by azd."""
 
-    locations: dict[str, str]  # namespace -> Azure region
+    locations: dict[str, str]  # namespace -> Azure region (entries for other namespaces are ignored)
     topology_file: str  # the topology file's path inside the deployed app (SBFED_TOPOLOGY)
     hosting: str = "flex"
     sku: str = "Standard"
@@ -332,8 +333,11 @@ def _task_endpoint(topology: Topology, task: dict[str, Any], side: str) -> tuple
 
 
 def task_access(topology: Topology) -> tuple[dict[str, list[dict[str, str]]], list[str]]:
-    """Role assignments per namespace (Data Receiver on each source, Data Sender on each target, entity scope,
-    no duplicates) and the connection settings the tasks name."""
+    """Role assignments per namespace and the connection settings the tasks name.
+
+    Data Receiver on each source entity, Data Sender on each target entity. A task with a transform may
+    reroute a copy to any entity of its target namespace (spillover sends to `<queue>-aux`), so its Sender
+    role covers that namespace; entity-scoped roles a namespace-scoped one covers are left out."""
     roles: dict[str, list[dict[str, str]]] = {name: [] for name in topology.namespaces}
     settings: list[str] = []
     for task in topology.tasks:
@@ -345,12 +349,19 @@ def task_access(topology: Topology) -> tuple[dict[str, list[dict[str, str]]], li
             sides.append(("target", DATA_SENDER))
         for side, role in sides:
             setting, namespace, scope = _task_endpoint(topology, task, side)
+            if side == "target" and (task.get("options") or {}).get("transform"):
+                scope = {"entityType": "namespace"}
             assignment = {"role": role, **scope}
             if assignment not in roles[namespace]:
                 roles[namespace].append(assignment)
             if setting not in settings:
                 settings.append(setting)
-    return roles, sorted(settings)
+    return {ns: _without_covered(assignments) for ns, assignments in roles.items()}, sorted(settings)
+
+
+def _without_covered(assignments: list[dict[str, str]]) -> list[dict[str, str]]:
+    wide = {a["role"] for a in assignments if a["entityType"] == "namespace"}
+    return [a for a in assignments if a["entityType"] == "namespace" or a["role"] not in wide]
 
 
 def render_parameters(topology: Topology, options: InfraOptions) -> dict[str, Any]:
@@ -362,9 +373,6 @@ def render_parameters(topology: Topology, options: InfraOptions) -> dict[str, An
                          f"got {options.sku!r}")
     if not topology.namespaces:
         raise InfraError("the topology declares no namespaces")
-    unknown = sorted(set(options.locations) - set(topology.namespaces))
-    if unknown:
-        raise InfraError(f"location map names undeclared namespaces: {', '.join(unknown)}")
     for name in topology.namespaces:
         if not _NAMESPACE_NAME.match(name) or len(name) > MAX_NAMESPACE_NAME:
             raise InfraError(f"namespaces/{name}: an Azure-deployable name has at most {MAX_NAMESPACE_NAME} "

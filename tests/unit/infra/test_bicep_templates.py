@@ -117,18 +117,20 @@ def test_role_definition_ids_are_the_built_in_ones() -> None:
         "Data Owner is more than a replicator needs"
 
 
-def test_role_assignments_are_entity_scoped_and_for_the_app_identity() -> None:
+def test_role_assignments_are_scoped_and_for_the_app_identity() -> None:
     access = parse(INFRA / "modules" / "servicebus-access.bicep")["resources"]
     scopes = {}
     for name, res in access.items():
         if res["type"] == "Microsoft.Authorization/roleAssignments":
             body = declaration(res)
             assert body["properties"]["principalType"] == "ServicePrincipal"
-            scopes[name] = body["scope"]["operator"]["operands"]["operand_1"]
-    assert scopes == {"queueRoles": "queues", "topicRoles": "topics", "subscriptionRoles": "subscriptions"}
+            scope = body["scope"]
+            scopes[name] = scope if isinstance(scope, str) else scope["operator"]["operands"]["operand_1"]
+    assert scopes == {"namespaceRoles": "serviceBusNamespace", "queueRoles": "queues", "topicRoles": "topics",
+                      "subscriptionRoles": "subscriptions"}
     assert {access[s]["type"] for s in scopes.values()} == {
-        "Microsoft.ServiceBus/namespaces/queues", "Microsoft.ServiceBus/namespaces/topics",
-        "Microsoft.ServiceBus/namespaces/topics/subscriptions"}
+        "Microsoft.ServiceBus/namespaces", "Microsoft.ServiceBus/namespaces/queues",
+        "Microsoft.ServiceBus/namespaces/topics", "Microsoft.ServiceBus/namespaces/topics/subscriptions"}
     assert all(access[s]["existing"] for s in scopes.values())
 
 

@@ -210,6 +210,19 @@ def test_roles_are_deduplicated_and_settings_are_only_those_tasks_name() -> None
                                               {"setting": "SECONDARY", "namespace": "secondary"}]
 
 
+def test_a_transform_may_reroute_so_its_sender_role_covers_the_target_namespace() -> None:
+    tasks = [
+        {"name": "plain", "source": {"connection": "PRIMARY", "queue": "orders"},
+         "target": {"connection": "SECONDARY", "queue": "orders"}},
+        {"name": "rerouting", "source": {"connection": "PRIMARY", "topic": "events", "subscription": "out"},
+         "target": {"connection": "SECONDARY", "topic": "events"},
+         "options": {"transform": "patterns.transforms:spill_once"}},
+    ]
+    roles = {ns["name"]: ns["roleAssignments"] for ns in _render(_topology(TWO_REGIONS, tasks))["namespaces"]}
+    assert roles["secondary"] == [{"role": DATA_SENDER, "entityType": "namespace"}]
+    assert [a["entityType"] for a in roles["primary"]] == ["queue", "subscription"]
+
+
 def test_audit_task_needs_only_the_receiver_role() -> None:
     tasks = [{"name": "audit", "kind": "audit", "source": {"connection": "SECONDARY", "queue": "orders"}}]
     roles = {ns["name"]: ns["roleAssignments"] for ns in _render(_topology(TWO_REGIONS, tasks))["namespaces"]}
@@ -247,8 +260,6 @@ def test_deployment_option_errors() -> None:
     topology = _topology(TWO_REGIONS)
     with pytest.raises(InfraError, match="add secondary=<region> to the location map"):
         _render(topology, locations={"primary": "westeurope"})
-    with pytest.raises(InfraError, match="undeclared namespaces: tertiary"):
-        _render(topology, locations={"primary": "a", "secondary": "b", "tertiary": "c"})
     with pytest.raises(InfraError, match="hosting must be one of flex, premium"):
         _render(topology, hosting="consumption")
     with pytest.raises(InfraError, match="topics need Standard"):
@@ -281,6 +292,12 @@ def test_rendered_parameters_match_the_template() -> None:
                 assert isinstance(p["value"], types[declared[name]["type"]]), name
                 allowed = [d["argument"] for d in declared[name]["decorators"] if d["type"] == "allowed"]
                 assert not allowed or p["value"] in allowed[0], f"{name}={p['value']!r} not in {allowed[0]}"
+
+
+def test_one_location_map_serves_several_topologies() -> None:
+    locations = {"primary": "westeurope", "secondary": "northeurope", "tertiary": "eastus"}
+    assert [ns["location"] for ns in _render(_topology(TWO_REGIONS), locations=locations)["namespaces"]] == [
+        "westeurope", "northeurope"]
 
 
 def test_azd_fills_in_the_environment() -> None:
