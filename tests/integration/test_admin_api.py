@@ -551,7 +551,8 @@ def test_forwarding_needs_the_supplementary_token(endpoint):
     assert status == 401 and b"ServiceBusSupplementaryAuthorization" in body
     expiry = int(time.time()) + 60
     for destination, expected in (("elsewhere", 401), ("target", 201)):
-        supplementary = generate_sas_token(f"sb://{endpoint.address}/{destination}", ROOT.name, ROOT.key, expiry)
+        audience = f"sb://{endpoint.address}/{destination}"
+        supplementary = generate_sas_token(audience, ROOT.name, ROOT.key, expiry)
         status, _ = endpoint.raw("PUT", "/source", entry, token=endpoint.token(),
                                  ServiceBusSupplementaryAuthorization=supplementary)
         assert status == expected
