@@ -6,6 +6,8 @@ These hold state only; the rules that move messages between them live in the nam
 from __future__ import annotations
 
 import heapq
+import itertools
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
@@ -13,6 +15,28 @@ from typing import Any
 
 from local_broker.engine.message import Message
 from local_broker.engine.properties import QueueProperties, SubscriptionProperties, TopicProperties
+
+_new_uuid = object.__new__
+_set = object.__setattr__
+
+
+class LockTokens:
+    """Fresh lock tokens: a random version-4 prefix per namespace plus a counter in the low 48 bits.
+
+    Unique and cheap (uuid4() costs a system call per token); tokens are identifiers, not secrets.
+    """
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        base = uuid.uuid4().int & ~((1 << 48) - 1)
+        self._next = itertools.count(base + 1).__next__
+
+    def new(self) -> uuid.UUID:
+        token = _new_uuid(uuid.UUID)
+        _set(token, "int", self._next())
+        _set(token, "is_safe", uuid.SafeUUID.unknown)
+        return token
 
 
 class SubQueueKind(IntEnum):
@@ -95,7 +119,7 @@ class Session:
     def __init__(self, session_id: str, sub_queue: SubQueue) -> None:
         self.session_id = session_id
         self.ready = ReadyQueue(sub_queue)
-        self.locked: dict[Any, Message] = {}
+        self.locked: dict[int, Message] = {}  # lock token's int -> message
         self.message_count = 0
         self.state: bytes | None = None
 
@@ -121,7 +145,7 @@ class SubQueue:
         self.kind = kind
         self.messages: dict[int, Message] = {}
         self.ready = ReadyQueue(self)
-        self.locked: dict[Any, Message] = {}
+        self.locked: dict[int, Message] = {}  # lock token's int -> message
         self.deferred: dict[int, list[Message]] = {}
         self.size = 0
         self.sessions: dict[str, Session] | None = {} if session_enabled else None

@@ -550,6 +550,6 @@ class Management:
                 heapq.heappush(self._schedule_heap, (when, next(self._ticket), entity, m))
             self._place(sq, m)  # type: ignore[attr-defined]
             if token is not None:
-                sq.locked[token] = m
-                heapq.heappush(self._lock_heap, (m.locked_until, next(self._ticket), token, m))
+                sq.locked[token.int] = m
+                heapq.heappush(self._lock_heap, (m.locked_until, next(self._ticket), [(m, token)]))
         self._uids = itertools.count(top_uid + 1)

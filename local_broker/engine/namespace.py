@@ -15,6 +15,7 @@ from typing import Any
 
 from local_broker.engine.clock import Clock, SystemClock
 from local_broker.engine.entities import (
+    LockTokens,
     Queue,
     SessionLock,
     SubQueue,
@@ -134,7 +135,8 @@ class Namespace(Management):
         self._addresses: dict[str, Any] = {}
         self._uids = itertools.count(1)
         self._ticket = itertools.count()
-        self._lock_heap: list[tuple[float, int, Any, Message]] = []
+        self._lock_heap: list[tuple[float, int, list[tuple[Message, uuid.UUID]]]] = []
+        self._tokens = LockTokens()
         self._session_heap: list[tuple[float, int, SubQueue, SessionLock]] = []
         self._ttl_heap: list[tuple[float, int, Message]] = []
         self._schedule_heap: list[tuple[float, int, Any, Message]] = []
@@ -490,7 +492,7 @@ class Namespace(Management):
         sq.size -= m.size
         token = m.lock_token
         if token is not None:
-            sq.locked.pop(token, None)
+            sq.locked.pop(token.int, None)
             m.lock_token = None
             m.locked_until = None
         if m.state is DEFERRED:
@@ -505,7 +507,7 @@ class Namespace(Management):
             if s is not None:
                 s.message_count -= 1
                 if token is not None:
-                    s.locked.pop(token, None)
+                    s.locked.pop(token.int, None)
                 sq.drop_session_if_idle(s)
         m.entity = None
 
@@ -562,11 +564,11 @@ class Namespace(Management):
         sq: SubQueue = m.entity
         token = m.lock_token
         if token is not None:
-            sq.locked.pop(token, None)
+            sq.locked.pop(token.int, None)
             if sq.sessions is not None and sq.kind is MAIN:
                 s = sq.sessions.get(m.session_id)  # type: ignore[arg-type]
                 if s is not None:
-                    s.locked.pop(token, None)
+                    s.locked.pop(token.int, None)
         m.lock_token = None
         m.locked_until = None
         if increment:
@@ -627,11 +629,11 @@ class Namespace(Management):
         peek_lock = mode == ReceiveMode.PEEK_LOCK
         main = sq.kind is MAIN
         locked = sq.locked
+        session_locked = s.locked if s is not None else None
         touch = self._journal.touch
-        lock_heap = self._lock_heap
         pop = ready.pop
-        new_token = uuid.uuid4
-        ticket = self._ticket
+        new_token = self._tokens.new
+        expiring: list[tuple[Message, uuid.UUID]] = []
         while len(out) < max_count:
             m = pop()
             if m is None:
@@ -643,15 +645,17 @@ class Namespace(Management):
                 token = new_token()
                 m.lock_token = token
                 m.locked_until = locked_until
-                locked[token] = m
-                if s is None:
-                    heapq.heappush(lock_heap, (locked_until, next(ticket), token, m))
+                locked[token.int] = m
+                if session_locked is None:
+                    expiring.append((m, token))
                 else:
-                    s.locked[token] = m
+                    session_locked[token.int] = m
                 touch(m)
             else:
                 self._remove(m)
             out.append(m)
+        if expiring:
+            heapq.heappush(self._lock_heap, (locked_until, next(self._ticket), expiring))
         if self._available:
             self._flush_available()
         return out
@@ -715,14 +719,14 @@ class Namespace(Management):
             lock.locked_until if lock is not None else now + sq.entity.props.lock_duration.total_seconds()
         )
         for m in found:
-            token = uuid.uuid4()
+            token = self._tokens.new()
             m.lock_token = token
             m.locked_until = locked_until
-            sq.locked[token] = m
+            sq.locked[token.int] = m
             if lock is not None:
-                sq.session(session_id).locked[token] = m  # type: ignore[arg-type]
+                sq.session(session_id).locked[token.int] = m  # type: ignore[arg-type]
             else:
-                heapq.heappush(self._lock_heap, (locked_until, next(self._ticket), token, m))
+                heapq.heappush(self._lock_heap, (locked_until, next(self._ticket), [(m, token)]))
             self._journal.touch(m)
         return found
 
@@ -738,7 +742,7 @@ class Namespace(Management):
         locked = sq.locked
         out = []
         for token in lock_tokens:
-            m = locked.get(token)
+            m = locked.get(token.int) if token is not None else None
             if m is None or m.locked_until <= now:  # type: ignore[operator]
                 raise MessageLockLostError()
             out.append(m)
@@ -773,7 +777,7 @@ class Namespace(Management):
         sq = self._sub_queue(path)
         now = self.clock.now()
         for token in lock_tokens:
-            m = sq.locked.get(token)
+            m = sq.locked.get(token.int) if token is not None else None
             if m is not None:
                 self._return(m, False, now)
         self._flush_available()
@@ -788,9 +792,10 @@ class Namespace(Management):
     ) -> None:
         for m in self._locked(path, lock_tokens, session_id):
             sq: SubQueue = m.entity
-            sq.locked.pop(m.lock_token, None)
+            key = m.lock_token.int  # type: ignore[union-attr]
+            sq.locked.pop(key, None)
             if sq.sessions is not None and sq.kind is MAIN:
-                sq.session(m.session_id).locked.pop(m.lock_token, None)  # type: ignore[arg-type]
+                sq.session(m.session_id).locked.pop(key, None)  # type: ignore[arg-type]
             m.lock_token = None
             m.locked_until = None
             if m.state is not DEFERRED:
@@ -832,7 +837,7 @@ class Namespace(Management):
                 )
             until = now + sq.entity.props.lock_duration.total_seconds()
             m.locked_until = until
-            heapq.heappush(self._lock_heap, (until, next(self._ticket), m.lock_token, m))
+            heapq.heappush(self._lock_heap, (until, next(self._ticket), [(m, m.lock_token)]))
             self._journal.touch(m)
             out.append(until)
         return out
@@ -962,7 +967,7 @@ class Namespace(Management):
     def _purge_stale(self) -> None:
         """Drop heap tops that mean nothing any more (settled, renewed, cancelled): exact deadlines."""
         heap = self._lock_heap
-        while heap and not (heap[0][3].lock_token == heap[0][2] and heap[0][3].locked_until == heap[0][0]):
+        while heap and not any(m.lock_token is t and m.locked_until == heap[0][0] for m, t in heap[0][2]):
             heapq.heappop(heap)
         sheap = self._session_heap
         while sheap and not (
@@ -999,9 +1004,9 @@ class Namespace(Management):
         now = self.clock.now()
         heap = self._lock_heap
         while heap and heap[0][0] <= now:
-            _, _, token, m = heapq.heappop(heap)
-            if m.lock_token == token and m.entity is not None and m.locked_until <= now:  # type: ignore[operator]
-                self._return(m, True, now)
+            for m, token in heapq.heappop(heap)[2]:
+                if m.lock_token is token and m.entity is not None and m.locked_until <= now:  # type: ignore[operator]
+                    self._return(m, True, now)
         sheap = self._session_heap
         while sheap and sheap[0][0] <= now:
             _, _, sq, lock = heapq.heappop(sheap)

@@ -117,12 +117,13 @@ def test_renew_lock_extends(ns: Namespace, queue: str, clock) -> None:
 def test_settling_unknown_lock_is_lock_lost(ns: Namespace, queue: str) -> None:
     ns.send(queue, msg(message_id="a"))
     (m,) = ns.receive(queue, 1)
+    token = m.lock_token
     with pytest.raises(MessageLockLostError) as err:
-        ns.complete(queue, [m.lock_token, uuid.uuid4()])
+        ns.complete(queue, [token, uuid.uuid4()])
     assert err.value.amqp_condition == "com.microsoft:message-lock-lost" and err.value.http_status == 410
-    ns.complete(queue, [m.lock_token])  # nothing was settled by the failed call
+    ns.complete(queue, [token])  # nothing was settled by the failed call
     with pytest.raises(MessageLockLostError):
-        ns.complete(queue, [m.lock_token])
+        ns.complete(queue, [token])
 
 
 def test_dead_letter_with_reason(ns: Namespace, queue: str) -> None:

@@ -120,9 +120,10 @@ def test_release_session_returns_messages_without_increment(ns: Namespace, sq: s
     ns.send(sq, msg(session_id="A"))
     lock = ns.accept_session(sq, "A", "link1")
     (m,) = ns.receive(sq, 1, session=lock)
+    token = m.lock_token
     ns.release_session(sq, "A", "link1")
     with pytest.raises(MessageLockLostError):
-        ns.complete(sq, [m.lock_token])
+        ns.complete(sq, [token])
     lock2 = ns.accept_session(sq, None, "link2")
     (again,) = ns.receive(sq, 1, session=lock2)
     assert again.delivery_count == 0
