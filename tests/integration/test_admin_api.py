@@ -86,12 +86,11 @@ class Endpoint:
         with self.lock:
             return fn(self.namespace)
 
-    def raw(
-        self, method: str, path: str, body: bytes | None = None, token: str | None = None, tls: bool = True
-    ) -> tuple[int, bytes]:
+    def raw(self, method: str, path: str, body: bytes | None = None, token: str | None = None,
+            tls: bool = True, **extra_headers: str) -> tuple[int, bytes]:
         """A hand-made request, for what the SDK cannot send (no token, JSON control calls, plain HTTP)."""
         scheme = "https" if tls else "http"
-        headers = {"Authorization": token} if token else {}
+        headers = {"Authorization": token, **extra_headers} if token else extra_headers
         request = urllib.request.Request(
             f"{scheme}://{self.address}{path}", data=body, method=method, headers=headers
         )
