@@ -1,14 +1,11 @@
 """Each pattern function's topology, checked exactly: entities, rules, tasks, connections."""
 
-import datetime as dt
 
 import pytest
 
 from patterns.building import connection_setting
 from patterns.federation import active_passive, all_active, spillover
 from patterns.topology import topology_from_dict
-from patterns.transforms import spill_once
-from replicators.message import AmqpBody, Replica
 from replicators.tasks import deployment_from_dict
 
 DEDUP = {"requires_duplicate_detection": True, "duplicate_detection_history_time_window": "PT10M"}
@@ -92,18 +89,6 @@ def test_spillover_over_three_namespaces_is_a_ring():
     topo = spillover(["a", "b", "c"])
     assert [(t["source"]["connection"], t["target"]["connection"]) for t in topo.tasks] == [
         ("A", "B"), ("B", "C"), ("C", "A")]
-
-
-def replica(**properties):
-    return Replica(entity="jobs", body=AmqpBody.data(b"x"), message_id="m1",
-                   time_to_live=dt.timedelta(minutes=2), application_properties=properties)
-
-
-def test_spill_once_marks_a_first_spill_and_reroutes_a_second_to_the_auxiliary_queue():
-    first = spill_once(replica(order=7))
-    assert (first.entity, first.application_properties) == ("jobs", {"order": 7, "spilled": 1})
-    second = spill_once(replica(order=7, spilled=1))
-    assert (second.entity, second.time_to_live) == ("jobs-aux", None)
 
 
 @pytest.mark.parametrize("build", [

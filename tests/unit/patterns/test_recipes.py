@@ -42,8 +42,8 @@ def test_consolidation_normalizes_every_source_into_one_target():
 
 
 def test_editing_is_one_transformed_copy():
-    topo = editing("raw", "clean", "patterns.transforms:spill_once", topic="readings")
-    assert routes_of(topo) == [("RAW", "to-clean", "CLEAN", "patterns.transforms:spill_once")]
+    topo = editing("raw", "clean", "patterns.transforms:validate_json", topic="readings")
+    assert routes_of(topo) == [("RAW", "to-clean", "CLEAN", "patterns.transforms:validate_json")]
     assert set(subscriptions(topo, "clean", "readings")) == {"consumer", "audit"}
     # the Functions app can load the task and its transform
     task = deployment_from_dict(topo.to_dict()).task("readings-raw-to-clean")
