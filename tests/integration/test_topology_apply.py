@@ -11,7 +11,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from patterns.cli import main
 from patterns.federation import active_passive, spillover
-from patterns.topology import dump_topology
+from patterns.topology import dump_topology, topology_from_dict
 
 NAMESPACES = {"namespaces": {n: {"local": {"amqp_port": 0, "admin_port": 0}}
                              for n in ("primary", "secondary")}}
@@ -125,3 +125,19 @@ def test_an_immutable_difference_stops_the_run_before_anything_changes(broker, a
     assert code == 1
     assert "! subscription events/consumer: requires_session: False -> True cannot change" in out
     assert admin["primary"].get_subscription("events", "consumer").max_delivery_count == 10
+
+
+def test_forwarding_and_durations_compare_as_the_service_answers(broker, admin, tmp_path, capsys):
+    topology = topology_from_dict({"namespaces": {"primary": {"queues": {
+        "orders": {"forward_dead_lettered_messages_to": "orders-aux", "lock_duration": "PT30S",
+                   "auto_delete_on_idle": "P7D", "max_delivery_count": 4},
+        "orders-aux": {},
+    }}}})
+    code, out = apply(broker, topology, tmp_path, capsys)
+    assert code == 0, out
+    assert out.index("+ queue orders-aux") < out.index("+ queue orders (")  # the forward target first
+    assert apply(broker, topology, tmp_path, capsys)[1].endswith("no changes\n")
+    topology.namespaces["primary"].queue("orders").properties["lock_duration"] = "PT1M"
+    code, out = apply(broker, topology, tmp_path, capsys)
+    assert "~ queue orders: lock_duration: PT30S -> PT1M" in out
+    assert admin["primary"].get_queue("orders").lock_duration == dt.timedelta(minutes=1)
