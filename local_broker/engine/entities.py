@@ -234,6 +234,7 @@ class Queue(SendTarget):
     def __init__(self, props: QueueProperties) -> None:
         self._init_send_target()
         self.props = props
+        self.key = props.name.lower()  # names never change; the store and the address map use this
         self.main = SubQueue(self, SubQueueKind.MAIN, props.requires_session)
         self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER)
         self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER)
@@ -241,10 +242,6 @@ class Queue(SendTarget):
     @property
     def path(self) -> str:
         return self.props.name
-
-    @property
-    def key(self) -> str:
-        return self.props.name.lower()
 
     def sub_queues(self) -> tuple[SubQueue, ...]:
         return (self.main, self.dlq, self.tdlq)
@@ -256,16 +253,13 @@ class Topic(SendTarget):
     def __init__(self, props: TopicProperties) -> None:
         self._init_send_target()
         self.props = props
+        self.key = props.name.lower()
         self.subscriptions: dict[str, Subscription] = {}
         self.held = SubQueue(self, SubQueueKind.SCHEDULED)
 
     @property
     def path(self) -> str:
         return self.props.name
-
-    @property
-    def key(self) -> str:
-        return self.props.name.lower()
 
     def sub_queues(self) -> tuple[SubQueue, ...]:
         return (self.held,)
@@ -277,6 +271,7 @@ class Subscription:
     def __init__(self, topic: Topic, props: SubscriptionProperties) -> None:
         self.topic = topic
         self.props = props
+        self.key = f"{topic.props.name}/subscriptions/{props.name}".lower()
         self.rules: dict[str, Any] = {}  # lower-case name -> CompiledRule
         self.main = SubQueue(self, SubQueueKind.MAIN, props.requires_session)
         self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER)
@@ -286,10 +281,6 @@ class Subscription:
     @property
     def path(self) -> str:
         return f"{self.topic.props.name}/Subscriptions/{self.props.name}"
-
-    @property
-    def key(self) -> str:
-        return self.path.lower()
 
     def sub_queues(self) -> tuple[SubQueue, ...]:
         return (self.main, self.dlq, self.tdlq)

@@ -103,8 +103,7 @@ def decode_properties(props: dict[str, Any] | None) -> dict[str, Any] | None:
     return props
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 loads = json.loads
