@@ -7,6 +7,7 @@ lock — the synchronous stand-in for the broker's reactor thread.
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
 import threading
@@ -555,3 +556,16 @@ def test_forwarding_needs_the_supplementary_token(endpoint):
         status, _ = endpoint.raw("PUT", "/source", entry, token=endpoint.token(),
                                  ServiceBusSupplementaryAuthorization=supplementary)
         assert status == expected
+
+
+def test_request_bodies_need_a_sane_length(endpoint):
+    cases = (({"Content-Length": str(2 << 20)}, 413), ({"Transfer-Encoding": "chunked"}, 411),
+             ({"Content-Length": "many"}, 400))
+    for headers, expected in cases:
+        connection = http.client.HTTPConnection("127.0.0.1", endpoint.server.port, timeout=10)
+        connection.putrequest("PUT", "/q1")
+        for name, value in {"Authorization": endpoint.token(), **headers}.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        assert connection.getresponse().status == expected
+        connection.close()

@@ -67,6 +67,8 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], admin: AdminServer) -> None:
         self.admin = admin
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -108,6 +110,12 @@ class _Server(ThreadingHTTPServer):
                 pass
 
 
+class _BadBody(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -130,10 +138,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         try:
             body = self._read_body()
-        except ValueError as exc:
+        except _BadBody as exc:
             self.close_connection = True
-            self._send(411 if "Length" in str(exc) else 413, atom.render_error(400, str(exc)),
-                       atom.ERROR_CONTENT_TYPE)
+            self._send(exc.status, atom.render_error(exc.status, str(exc)), atom.ERROR_CONTENT_TYPE)
             return
         answer = self.server.admin.respond(self.command, self.path, dict(self.headers.items()), body,
                                            "https" if isinstance(self.connection, ssl.SSLSocket) else "http")
@@ -141,11 +148,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            raise ValueError("Chunked request bodies are not supported; send a Content-Length.")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > atom.MAX_BODY_BYTES:
-            raise ValueError(f"The request body is larger than {atom.MAX_BODY_BYTES} bytes.")
-        return self.rfile.read(length) if length else b""
+            raise _BadBody(411, "Chunked request bodies are not supported; send a Content-Length.")
+        declared = self.headers.get("Content-Length") or "0"
+        if not declared.isdigit():
+            raise _BadBody(400, f"Content-Length '{declared}' is not a number.")
+        if int(declared) > atom.MAX_BODY_BYTES:
+            raise _BadBody(413, f"The request body is larger than {atom.MAX_BODY_BYTES} bytes.")
+        return self.rfile.read(int(declared)) if int(declared) else b""
 
     def _send(self, status: int, payload: bytes, content_type: str) -> None:
         self.send_response(status)
