@@ -159,6 +159,8 @@ module appAccess 'modules/app-access.bicep' = {
     applicationInsightsName: monitoring.outputs.applicationInsightsName
     operatorPrincipalId: operatorPrincipalId
     operatorPrincipalType: operatorPrincipalType
+    hosting: hosting
+    deploymentContainerName: storage.outputs.deploymentContainerName
   }
 }
 
@@ -166,6 +168,8 @@ module appAccess 'modules/app-access.bicep' = {
 output AZURE_LOCATION string = location
 output AZURE_RESOURCE_GROUP string = rg.name
 output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
+output SBFED_HOST_STORAGE_ACCOUNT string = storage.outputs.functionsAccountName
+output SBFED_PACKAGE_URL string = functionApp.outputs.packageUrl
 output SBFED_AUDIT_ACCOUNT string = storage.outputs.auditAccountName
 output SBFED_AUDIT_CONTAINER string = auditContainerName
 output SBFED_AUDIT_SINK string = storage.outputs.auditSink

@@ -1,7 +1,8 @@
 // What the Function App's identity needs besides Service Bus, each at the narrowest scope that works:
 // Storage Blob Data Owner on its host storage (AzureWebJobsStorage and the Flex Consumption deployment
 // package), Storage Blob Data Contributor on the audit container only, Monitoring Metrics Publisher on
-// Application Insights (keyless telemetry). Optionally an operator reads the audit logs.
+// Application Insights (keyless telemetry). Optionally an operator reads the audit logs and, on Elastic
+// Premium, uploads the app package (Flex Consumption deployments go through the platform instead).
 
 param principalId string
 param functionsAccountName string
@@ -10,6 +11,8 @@ param auditContainerName string
 param applicationInsightsName string
 param operatorPrincipalId string
 param operatorPrincipalType string
+param hosting string
+param deploymentContainerName string
 
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
 var storageBlobDataContributor = 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
@@ -18,6 +21,10 @@ var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb'
 
 resource functionsAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: functionsAccountName
+}
+
+resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' existing = {
+  name: '${functionsAccountName}/default/${deploymentContainerName}'
 }
 
 resource auditContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' existing = {
@@ -63,6 +70,16 @@ resource auditReaderRole 'Microsoft.Authorization/roleAssignments@2022-04-01' = 
   scope: auditContainer
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataReader)
+    principalId: operatorPrincipalId
+    principalType: operatorPrincipalType
+  }
+}
+
+resource packageUploaderRole 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (hosting == 'premium' && !empty(operatorPrincipalId)) {
+  name: guid(deploymentContainer.id, operatorPrincipalId, storageBlobDataContributor)
+  scope: deploymentContainer
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataContributor)
     principalId: operatorPrincipalId
     principalType: operatorPrincipalType
   }

@@ -1,7 +1,9 @@
 // The Function App that runs sbfed's function_app.py: Linux, Python, system-assigned managed identity.
-// Flex Consumption by default (the deployment package lives in a blob container the identity reads);
-// Elastic Premium as an option. Every connection is identity-based: no keys, no connection strings but
-// Application Insights' (which carries no secret: its local auth is disabled).
+// Both plans run the app from a package in a blob container that the identity reads: Flex Consumption
+// (default) through functionAppConfig, Elastic Premium through WEBSITE_RUN_FROM_PACKAGE (a keyless Premium
+// app cannot use the Azure Files content share, which needs an account key). Every connection is
+// identity-based: no keys, no connection strings but Application Insights' (which carries no secret: its
+// local auth is disabled).
 
 param name string
 param planName string
@@ -21,7 +23,7 @@ param instanceMemoryMB int
 @description('Host storage account (AzureWebJobsStorage through the identity).')
 param storageAccountName string
 
-@description('Blob container URL of the Flex Consumption deployment package.')
+@description('Blob container URL of the deployment package.')
 param deploymentContainerUrl string
 
 param applicationInsightsName string
@@ -36,6 +38,8 @@ param auditSink string
 param connections array
 
 var isFlex = hosting == 'flex'
+// Elastic Premium runs this blob; publishing uploads it and restarts the app (docs/deploy-azure.md).
+var premiumPackageUrl = '${deploymentContainerUrl}/sbfed.zip'
 
 resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: applicationInsightsName
@@ -125,11 +129,12 @@ var commonSettings = {
   SBFED_AUDIT_SINK: auditSink
 }
 
-// Flex Consumption takes the runtime from functionAppConfig and rejects these settings.
+// Flex Consumption takes the runtime and the package from functionAppConfig and rejects these settings.
 var premiumSettings = isFlex ? {} : {
   FUNCTIONS_EXTENSION_VERSION: '~4'
   FUNCTIONS_WORKER_RUNTIME: 'python'
-  SCM_DO_BUILD_DURING_DEPLOYMENT: 'true'
+  WEBSITE_RUN_FROM_PACKAGE: premiumPackageUrl
+  WEBSITE_RUN_FROM_PACKAGE_BLOB_MI_RESOURCE_ID: 'SystemAssigned'
 }
 
 // <Setting>__fullyQualifiedNamespace makes the Service Bus trigger (and the SDK clients) use the identity.
@@ -144,3 +149,4 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
 
 output name string = site.name
 output principalId string = site.identity.principalId
+output packageUrl string = isFlex ? '' : premiumPackageUrl

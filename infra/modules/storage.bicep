@@ -68,5 +68,6 @@ resource auditContainer 'Microsoft.Storage/storageAccounts/blobServices/containe
 
 output functionsAccountName string = functionsAccount.name
 output auditAccountName string = auditAccount.name
+output deploymentContainerName string = deploymentContainer.name
 output deploymentContainerUrl string = '${functionsAccount.properties.primaryEndpoints.blob}${deploymentContainer.name}'
 output auditSink string = '${auditAccount.properties.primaryEndpoints.blob}${auditContainer.name}'

@@ -164,6 +164,7 @@ def test_app_settings_are_identity_based() -> None:
     assert common["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == "Authorization=AAD"
     assert {"SBFED_TOPOLOGY", "SBFED_AUDIT_SINK", "AzureWebJobsStorage__accountName"} <= set(common)
     premium = variables["premiumSettings"]["value"]["operator"]["operands"]["false_value"]
+    assert premium["WEBSITE_RUN_FROM_PACKAGE_BLOB_MI_RESOURCE_ID"] == "SystemAssigned"
     names = set(common) | set(premium)
     assert "AzureWebJobsStorage" not in names and not any("CONTENTAZUREFILE" in n for n in names)
     assert [n for n in names if n.endswith("CONNECTION_STRING")] == ["APPLICATIONINSIGHTS_CONNECTION_STRING"]
