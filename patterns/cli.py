@@ -35,7 +35,8 @@ def build_pattern(args: argparse.Namespace) -> Topology:
         case "active-passive":
             return federation.active_passive(*_exactly_two(names), topic, ttl=args.ttl, audit_sink=sink)
         case "spillover":
-            return federation.spillover(names, args.entity or "work", deadline=args.deadline, audit_sink=sink)
+            return federation.spillover(names, args.entity or "work", deadline=args.deadline, over=args.over,
+                                        audit_sink=sink)
         case "latency":
             return recipes.latency_optimization(names[0], names[1:], topic, audit_sink=sink)
         case "routing":
@@ -85,9 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("pattern", choices=sorted(PATTERNS),
                           help="; ".join(f"{name}: {how}" for name, how in PATTERNS.items()))
     generate.add_argument("--namespaces", default="primary,secondary", help="comma-separated namespace names")
-    generate.add_argument("--entity", help="topic (or, for spillover, queue) name; default events / work")
+    generate.add_argument("--entity", help="topic (spillover: queue or topic) name; default events (work)")
     generate.add_argument("--ttl", default="PT2M", help="active-passive: TTL of the replicas (ISO 8601)")
     generate.add_argument("--deadline", default="PT5M", help="spillover: processing deadline (ISO 8601)")
+    generate.add_argument("--over", choices=("queue", "subscription"), default="queue",
+                          help="spillover: a queue per namespace, or a topic's consumer subscription")
     generate.add_argument("--transform", help="consolidation/editing: module:function applied to each copy")
     generate.add_argument("--route", action="append", default=[], metavar="NAMESPACE=SQL",
                           help="routing: a target namespace and the SQL filter that selects its messages")

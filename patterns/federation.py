@@ -10,6 +10,7 @@ import datetime as dt
 
 from patterns import transforms
 from patterns.building import (
+    CONSUMER_SUBSCRIPTION,
     MARK_REPLICATED,
     NOT_REPLICATED,
     REPLICATION_MARKER,
@@ -64,25 +65,39 @@ def active_passive(
 
 
 def spillover(
-    namespaces: list[str], queue: str = "work", *, deadline: str = "PT5M", audit_sink: str | None = None
+    namespaces: list[str], entity: str = "work", *, deadline: str = "PT5M", over: str = "queue",
+    audit_sink: str | None = None,
 ) -> Topology:
-    """Queues used in parallel, each one's dead-letter queue replicated into the next namespace's queue
-    (a ring; with two namespaces, each into the other). Messages live half the processing deadline in each
-    queue, so the spillover still has the other half. A copy that already spilled once is rerouted by the
-    task's transform to the auxiliary queue `<queue>-aux` (the composite dead-letter queue), never bounced."""
+    """Queues (or, with `over="subscription"`, a topic's `consumer` subscription) used in parallel, each one's
+    dead-letter queue replicated into the next namespace's queue or topic (a ring; with two namespaces, each
+    into the other). Messages live half the processing deadline in each, so the spillover still has the other
+    half. A copy that already spilled once is rerouted by the task's transform to the auxiliary queue
+    `<entity>-aux` (the composite dead-letter queue), never bounced. Topics get audit taps; queues cannot."""
+    if over not in ("queue", "subscription"):
+        raise ValueError(f"spillover runs over a queue or a subscription, not '{over}'")
     names = distinct(namespaces, at_least=2)
     half = _half(parse_duration(deadline))
+    expiring = {"default_message_time_to_live": iso_duration(half),
+                "dead_lettering_on_message_expiration": True}
+    if over == "queue":
+        source, target = {"queue": entity}, {"queue": entity}
+    else:
+        source, target = {"topic": entity, "subscription": CONSUMER_SUBSCRIPTION}, {"topic": entity}
     build = TopologyBuilder(audit_sink)
     for ns in names:
-        build.queue(ns, queue, default_message_time_to_live=iso_duration(half),
-                    dead_lettering_on_message_expiration=True)
-        build.queue(ns, f"{queue}{transforms.AUX_SUFFIX}")
+        if over == "queue":
+            build.queue(ns, entity, **expiring)
+        else:
+            build.subscription(ns, entity, CONSUMER_SUBSCRIPTION, **expiring)
+        build.queue(ns, f"{entity}{transforms.AUX_SUFFIX}")
     for index, ns in enumerate(names):
         peer = names[(index + 1) % len(names)]
-        build.replicate(
-            ns, {"queue": queue, "dead_letter": True}, peer, {"queue": queue},
-            name=f"{queue}-{ns}-dlq-to-{peer}", ttl=iso_duration(half), transform=SPILL_TRANSFORM,
-        )
+        build.replicate(ns, {**source, "dead_letter": True}, peer, target,
+                        name=f"{entity}-{ns}-dlq-to-{peer}",
+                        ttl=iso_duration(half), transform=SPILL_TRANSFORM)
+    if over == "subscription":
+        for ns in names:
+            build.audit_tap(ns, entity)
     return build.topology
 
 

@@ -13,6 +13,8 @@ from patterns.topology import load_topology
      active_passive("east", "west", ttl="PT90S")),
     (["spillover", "--namespaces", "a,b", "--entity", "jobs", "--deadline", "PT1M"],
      spillover(["a", "b"], "jobs", deadline="PT1M")),
+    (["spillover", "--namespaces", "a,b", "--over", "subscription"],
+     spillover(["a", "b"], over="subscription")),
     (["routing", "--namespaces", "hub", "--route", "eu=region = 'eu'"],
      splitting_and_routing("hub", {"eu": "region = 'eu'"})),
 ])

@@ -73,7 +73,7 @@ def test_active_passive_stamps_the_failover_window_on_the_copies():
 
 
 def test_spillover_pairs_dead_letter_queues_and_derives_the_ttl_from_the_deadline():
-    topo = spillover(["a", "b"], queue="jobs", deadline="PT5M").to_dict()
+    topo = spillover(["a", "b"], "jobs", deadline="PT5M").to_dict()
     queue = {"default_message_time_to_live": "PT2M30S", "dead_lettering_on_message_expiration": True, **DEDUP}
     assert topo["namespaces"] == {ns: {"queues": {"jobs": queue, "jobs-aux": {}}} for ns in ("a", "b")}
     assert topo["tasks"] == [
@@ -83,6 +83,24 @@ def test_spillover_pairs_dead_letter_queues_and_derives_the_ttl_from_the_deadlin
          "options": {"ttl": "PT2M30S", "transform": "patterns.transforms:spill_once"}}
         for src, dst in (("a", "b"), ("b", "a"))
     ]
+
+
+def test_spillover_over_a_subscription_spills_into_the_peer_topic_and_taps_it():
+    topo = spillover(["a", "b"], "jobs", deadline="PT1M", over="subscription").to_dict()
+    consumer = {"default_message_time_to_live": "PT30S", "dead_lettering_on_message_expiration": True}
+    assert topo["namespaces"] == {ns: {
+        "queues": {"jobs-aux": {}},
+        "topics": {"jobs": {**DEDUP, "subscriptions": {"consumer": consumer, "audit": {}}}},
+    } for ns in ("a", "b")}
+    assert topo["tasks"][:2] == [
+        {"name": f"jobs-{src}-dlq-to-{dst}", "kind": "replicate",
+         "source": {"connection": src.upper(), "topic": "jobs", "subscription": "consumer",
+                    "dead_letter": True},
+         "target": {"connection": dst.upper(), "topic": "jobs"},
+         "options": {"ttl": "PT30S", "transform": "patterns.transforms:spill_once"}}
+        for src, dst in (("a", "b"), ("b", "a"))
+    ]
+    assert topo["tasks"][2:] == [audit_task("a", "jobs"), audit_task("b", "jobs")]
 
 
 def test_spillover_over_three_namespaces_is_a_ring():
@@ -111,6 +129,7 @@ def test_patterns_round_trip_through_the_file_and_load_as_replication_tasks(buil
     (lambda: active_passive("p", "p"), "distinct"),
     (lambda: spillover(["a", "b"], deadline="PT1S"), "at least 2 seconds"),
     (lambda: spillover(["a", "b"], deadline="5 minutes"), "ISO 8601"),
+    (lambda: spillover(["a", "b"], over="topic"), "a queue or a subscription"),
 ])
 def test_bad_parameters_are_refused(call, message):
     with pytest.raises(ValueError, match=message):

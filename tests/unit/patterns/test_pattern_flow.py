@@ -38,11 +38,12 @@ class Flow:
             return
         for sub in spec.topic(entity).subscriptions:
             for copy_properties, copy_ttl in self._selected(sub, properties, ttl):
+                self.resting.append((namespace, f"{entity}/{sub.name}", copy_properties))
                 self._replicate(namespace, entity, sub.name, False, copy_properties, copy_ttl, hops)
 
-    def dead_letter(self, namespace, queue, properties, hops=0):
-        """The queue's consumers failed: the message goes to its dead-letter queue, whose task takes it."""
-        self._replicate(namespace, queue, None, True, properties, None, hops)
+    def dead_letter(self, namespace, entity, properties, subscription=None, hops=0):
+        """The consumers failed: the message goes to the dead-letter queue, whose task takes it."""
+        self._replicate(namespace, entity, subscription, True, properties, None, hops)
 
     def _selected(self, sub, properties, ttl):
         if not sub.rules:
@@ -91,11 +92,13 @@ def test_active_passive_replicates_one_way_with_the_failover_ttl():
     assert published_on_secondary.arrivals == Counter({("secondary", "events"): 1})
 
 
-def test_spillover_spills_once_then_parks_in_the_auxiliary_queue():
-    flow = Flow(spillover(["a", "b"], queue="jobs"))
-    flow.dead_letter("a", "jobs", {"order": 1})  # a's consumers could not handle it in time
-    [(namespace, queue, properties)] = flow.resting
-    assert (namespace, queue, properties["spilled"]) == ("b", "jobs", 1)
+@pytest.mark.parametrize("over, consumer", [("queue", "jobs"), ("subscription", "jobs/consumer")])
+def test_spillover_spills_once_then_parks_in_the_auxiliary_queue(over, consumer):
+    subscription = None if over == "queue" else "consumer"
+    flow = Flow(spillover(["a", "b"], "jobs", over=over))
+    flow.dead_letter("a", "jobs", {"order": 1}, subscription)  # a's consumers could not handle it in time
+    [(namespace, where, properties)] = [r for r in flow.resting if not r[1].endswith("/audit")]
+    assert (namespace, where, properties["spilled"]) == ("b", consumer, 1)
     flow.resting.clear()
-    flow.dead_letter("b", "jobs", properties)  # b could not either
+    flow.dead_letter("b", "jobs", properties, subscription)  # b could not either
     assert [(ns, q) for ns, q, _ in flow.resting] == [("a", "jobs-aux")]
