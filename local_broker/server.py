@@ -59,6 +59,7 @@ class HostedNamespace:
     cert_path: str
     engine: Any
     faults: NamespaceFaults
+    endpoint: NamespaceEndpoint
 
     @property
     def connection_string(self) -> str:
@@ -134,7 +135,7 @@ class BrokerServer:
         self.namespaces[spec.name] = HostedNamespace(
             name=spec.name, host=self.host, amqp_port=listener.port, admin_port=spec.admin_port,
             policy=_connection_policy(spec.policies), cert_path=str(certificate.cert_path), engine=engine,
-            faults=faults)
+            faults=faults, endpoint=endpoint)
 
     def _open_engine(self, spec: NamespaceSpec) -> Any:
         config = NamespaceConfig(name=spec.name, max_message_size_in_kilobytes=spec.max_message_size_kb)

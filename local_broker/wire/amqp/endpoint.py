@@ -266,7 +266,7 @@ class NamespaceEndpoint(Handler):
             kilobytes = self.ns.get_queue(path).max_message_size_in_kilobytes
         except EntityNotFoundError:
             kilobytes = self.ns.get_topic(path).max_message_size_in_kilobytes
-        return 1024 * int(kilobytes or self.ns.namespace_properties().max_message_size_in_kilobytes)
+        return 1024 * int(kilobytes or self.ns.config.max_message_size_in_kilobytes)
 
     def _open_receiver_link(self, link: Link, address: str) -> None:
         path = self.ns.resolve(entity_address(address))
