@@ -9,7 +9,8 @@ from typing import Any
 
 from lark import Tree
 
-from local_broker.rules.compiler import Compiler, Node, PropertyReference, check_length
+from local_broker.rules.codegen import Node, PropertyReference
+from local_broker.rules.compiler import Compiler, check_length
 from local_broker.rules.errors import FilterEvaluationError, RuleSyntaxError
 from local_broker.rules.grammar import parse
 from local_broker.rules.target import MISSING, SETTABLE_SYSTEM_PROPERTIES, RuleTarget, find_user_key
@@ -65,8 +66,8 @@ def _widened(value: Any, existing: Any) -> Any:
     return value
 
 
-def _set_user(name: str, value_node: Node) -> Statement:
-    lowered, evaluate = name.lower(), value_node.evaluate
+def _set_user(name: str, value_node: Node, compiler: Compiler) -> Statement:
+    lowered, evaluate = name.lower(), compiler.function(value_node)
 
     def apply(message: RuleTarget) -> None:
         value = evaluate(message)
@@ -99,7 +100,7 @@ def _set_system(name: str, value_node: Node, compiler: Compiler) -> Statement:
         except FilterEvaluationError as error:
             raise compiler.error(error.description, value_node.position) from None
         return lambda message: message.set_system_property(name, value)
-    evaluate = value_node.evaluate
+    evaluate = compiler.function(value_node)
     return lambda message: message.set_system_property(name, convert(evaluate(message), name))
 
 
@@ -140,7 +141,7 @@ def _statement(compiler: Compiler, tree: Tree) -> Statement:
     value_node = compiler.value(rest[0])
     if reference.scope == "sys":
         return _set_system(reference.name, value_node, compiler)
-    return _set_user(reference.name, value_node)
+    return _set_user(reference.name, value_node, compiler)
 
 
 def compile_action(sql_expression: str, parameters: Mapping[str, Any] | None = None) -> SqlRuleAction:

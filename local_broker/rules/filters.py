@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_broker.rules.compiler import Compiler, Evaluator, check_length
+from local_broker.rules.compiler import Compiler, check_length
 from local_broker.rules.grammar import parse
 from local_broker.rules.target import MISSING, RuleTarget, find_user_key
 from local_broker.rules.values import type_name
@@ -14,15 +14,18 @@ from local_broker.rules.values import type_name
 
 @dataclass(frozen=True)
 class SqlFilter:
-    """A compiled SQL filter; `matches` is True only when the condition is TRUE (not FALSE, not UNKNOWN)."""
+    """A compiled SQL filter.
+
+    `matches(message)` is True only when the condition is TRUE (not FALSE, not UNKNOWN) and raises
+    FilterEvaluationError when it cannot be evaluated on the message. It is the generated function
+    itself (no wrapper: it runs once per message and subscription). `condition(message)` gives the
+    three-valued outcome: True, False or None (UNKNOWN).
+    """
 
     sql_expression: str
     parameters: Mapping[str, Any]
-    condition: Evaluator = field(repr=False, compare=False)
-
-    def matches(self, message: RuleTarget) -> bool:
-        """Raises FilterEvaluationError when the condition cannot be evaluated on this message."""
-        return self.condition(message) is True
+    condition: Callable[[RuleTarget], bool | None] = field(repr=False, compare=False)
+    matches: Callable[[RuleTarget], bool] = field(repr=False, compare=False)
 
 
 def compile_filter(sql_expression: str, parameters: Mapping[str, Any] | None = None) -> SqlFilter:
@@ -30,7 +33,12 @@ def compile_filter(sql_expression: str, parameters: Mapping[str, Any] | None = N
     check_length(sql_expression, "filter expression")
     compiler = Compiler(sql_expression, parameters)
     condition = compiler.condition(parse(sql_expression, "filter").children[0])
-    return SqlFilter(sql_expression, dict(parameters or {}), condition.evaluate)
+    return SqlFilter(
+        sql_expression,
+        dict(parameters or {}),
+        compiler.function(condition),
+        compiler.function(condition, truth=True),
+    )
 
 
 # CorrelationFilter field -> canonical system property.

@@ -146,9 +146,27 @@ def _syntax_error(error: UnexpectedInput, text: str, start: str) -> RuleSyntaxEr
     return RuleSyntaxError(f"unexpected end of expression; expected {expected}", text, len(text) + 1)
 
 
+MAX_NESTING = 128
+
+
+def _check_nesting(tree: Tree, text: str) -> None:
+    """Refuse trees nested deeper than MAX_NESTING operators (the compiler recurses over the tree)."""
+    pending = [(tree, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_NESTING:
+            position = 1 if node.meta.empty else node.meta.start_pos + 1
+            raise RuleSyntaxError(
+                f"the expression nests more than {MAX_NESTING} operators deep", text, position
+            )
+        pending.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
+
+
 def parse(text: str, start: str) -> Tree:
     """The lark tree of a filter (`start="filter"`) or an action (`start="action"`)."""
     try:
-        return _PARSER.parse(text, start=start)
+        tree = _PARSER.parse(text, start=start)
     except (UnexpectedToken, UnexpectedCharacters, UnexpectedEOF) as error:
         raise _syntax_error(error, text, start) from None
+    _check_nesting(tree, text)
+    return tree

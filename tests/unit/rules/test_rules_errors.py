@@ -109,6 +109,28 @@ class TestSemanticRefusals:
         assert "1025 characters long; the limit is 1024" in str(error)
 
 
+class TestNesting:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("a = 1 AND " * 100 + "a = 1", True),
+            ("a = 1 OR " * 100 + "a = 2", True),
+            ("(" * 120 + "a = 1" + ")" * 120, True),
+            ("NOT " * 120 + "a = 1", True),
+            ("a + (" * 100 + "1" + ")" * 100 + " = 101", True),
+            ("(" * 40 + "a = 1" + " AND b = 1) OR a = 1" * 20 + ") AND a = 1" * 20, True),
+            ("(" * 30 + "a = 2" + " OR (a = 2)) AND (a = 1 OR b = 2" * 15 + "))" * 15, False),
+        ],
+    )
+    def test_deep_but_legal_expressions_compile_and_run(self, text, expected):
+        assert compile_filter(text).matches(message(a=1)) is expected
+
+    def test_too_deep_is_refused(self):
+        error = refusal("NOT " * 200 + "a = 1")
+        assert "nests more than 128 operators deep" in str(error)
+        assert "nests more than" in str(refusal("-" * 1000 + "1 = 1"))
+
+
 class TestActionRefusals:
     def test_read_only_system_properties(self):
         for name in ("SequenceNumber", "EnqueuedTimeUtc", "DeliveryCount", "LockedUntilUtc", "Size", "State"):

@@ -1,0 +1,114 @@
+"""Generated Python for one rule: each filter or action value becomes one function, compiled once.
+
+A rule's sub-expressions become Python expressions (values, simple conditions) or statements
+(AND / OR / NOT, whose outcome depends on errors of their operands); `RuleProgram.function` wraps
+them in `def _rule(message): ...` and compiles it with the helpers and constants it refers to.
+Generated code calls only the helpers bound into its namespace; constants that are not plain
+str/int/bool/None literals are bound as names too, never spelled out as source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from local_broker.rules.errors import FilterEvaluationError
+from local_broker.rules.target import MISSING, RuleTarget
+
+NOT_CONSTANT: Any = object()
+Emitter = Callable[["Block", str], None]
+
+
+@dataclass(frozen=True)
+class PropertyReference:
+    """A property named in the text: scope "user" (name as written) or "sys" (canonical name)."""
+
+    scope: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Node:
+    """One compiled sub-expression: a Python expression (`source`) or, for AND/OR/NOT, statements (`emit`).
+
+    `kind` is "condition", "value" or "boolean" (TRUE/FALSE, which serve as both); `reads_properties`
+    says whether the code uses the message's application properties; `depth` is how many operator
+    levels its code nests.
+    """
+
+    kind: str
+    position: int
+    source: str = ""
+    emit: Emitter | None = None
+    constant: Any = NOT_CONSTANT
+    reference: PropertyReference | None = None
+    reads_properties: bool = False
+    depth: int = 1
+
+    @property
+    def is_constant(self) -> bool:
+        return self.constant is not NOT_CONSTANT
+
+    def assign(self, block: Block, target: str) -> None:
+        """Statements that leave this node's result in the local variable `target`."""
+        if self.emit is not None:
+            self.emit(block, target)
+        else:
+            block.line(f"{target} = {self.source}")
+
+
+class Block:
+    """Indented lines of a function body."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 1
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    @contextmanager
+    def indented(self):
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+
+class RuleProgram:
+    """The namespace and the generated functions of one rule."""
+
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = {"_M": MISSING, "FilterEvaluationError": FilterEvaluationError}
+        self.count = 0
+
+    def name(self, prefix: str = "_t") -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def bind(self, value: Any) -> str:
+        """Source text that evaluates to `value`: a literal for str/int/bool/None, else a bound name."""
+        if value is None or type(value) in (str, int, bool):
+            return repr(value)
+        name = self.name("_k")
+        self.namespace[name] = value
+        return name
+
+    def function(self, node: Node, truth: bool = False) -> Callable[[RuleTarget], Any]:
+        """`message -> result` for a node; with `truth`, `message -> bool` (TRUE only)."""
+        block = Block()
+        if node.reads_properties:
+            block.line("_props = message.application_properties")
+        suffix = " is True" if truth else ""
+        if node.emit is None:
+            block.line(f"return ({node.source}){suffix}")
+        else:
+            result = self.name("_r")
+            node.emit(block, result)
+            block.line(f"return {result}{suffix}")
+        source = "def _rule(message):\n" + "\n".join(block.lines) + "\n"
+        exec(compile(source, "<sql rule>", "exec"), self.namespace)
+        return self.namespace.pop("_rule")
