@@ -218,3 +218,18 @@ def test_azure_yaml_deploys_the_function_app_and_renders_parameters_first() -> N
         assert "sbfed infra params" in shell["run"].replace("sbfed.exe", "sbfed")
         assert "--out infra/main.parameters.json" in shell["run"]
     assert is_loop(parse(INFRA / "main.bicep")["modules"]["serviceBus"])
+
+
+def test_the_deploy_guide_names_only_real_outputs_and_settings() -> None:
+    """Every SBFED_*/AZURE_* name in docs/deploy-azure.md and azure.yaml is a main.bicep output, a variable
+    `sbfed infra params` reads, or one azd sets itself."""
+    outputs = set(parse(INFRA / "main.bicep")["outputs"])
+    cli_env = set(re.findall(r'env\("(SBFED_\w+)"', (REPO / "patterns" / "infra_cli.py").read_text()))
+    azd = {"AZURE_ENV_NAME", "AZURE_LOCATION", "AZURE_PRINCIPAL_ID"}
+    assert cli_env == {"SBFED_TOPOLOGY_FILE", "SBFED_LOCATION_MAP", "SBFED_HOSTING", "SBFED_SKU"}
+    app_settings = {"SBFED_TOPOLOGY", "SBFED_AUDIT_SINK"}
+    for doc in (REPO / "docs" / "deploy-azure.md", REPO / "azure.yaml"):
+        named = set(re.findall(r"\b((?:SBFED|AZURE)_[A-Z_]+)\b", doc.read_text()))
+        assert named, doc
+        unknown = named - outputs - cli_env - azd - app_settings
+        assert not unknown, f"{doc.name} names {unknown}"
