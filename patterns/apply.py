@@ -92,7 +92,7 @@ def apply_topology(
     report: Callable[[str], None] = print,
 ) -> ApplyResult:
     """Plan every namespace first; if an immutable property differs anywhere, change nothing (the plan
-    says what to delete by hand). Otherwise apply namespace by namespace, printing each step."""
+    says what to delete by hand). Print the plan, then carry it out namespace by namespace."""
     result = ApplyResult()
     for name, client in clients.items():
         result.changes[name] = plan(topology.namespaces[name], read_state(client, topology.namespaces[name]),
