@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patterns.topology import NamespaceSpec, RuleSpec, Topology, TopologyError
+from patterns.topology import NamespaceSpec, QueueSpec, RuleSpec, Topology, TopologyError
 
 PARAMETERS_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#"
 
@@ -244,7 +244,7 @@ def _forward_targets(props: dict[str, Any]) -> list[str]:
     return [props[k] for k in ("forward_to", "forward_dead_lettered_messages_to") if k in props]
 
 
-def _ordered_queues(ns: NamespaceSpec, where: str) -> list[Any]:
+def _ordered_queues(ns: NamespaceSpec, where: str) -> list[QueueSpec]:
     """Queues in deployment order: an autoforward target must exist before the queue that forwards to it
     (Bicep deploys the queues one at a time in this order)."""
     entities = {q.name.lower() for q in ns.queues} | {t.name.lower() for t in ns.topics}
@@ -255,7 +255,7 @@ def _ordered_queues(ns: NamespaceSpec, where: str) -> list[Any]:
             if isinstance(target, str) and target.lower() not in entities:
                 raise InfraError(f"{where}/{owner}: forwards to '{target}', which is not declared in the "
                                  "namespace")
-    ordered: list[Any] = []
+    ordered: list[QueueSpec] = []
     state: dict[str, str] = {}
 
     def visit(key: str, chain: list[str]) -> None:
