@@ -213,26 +213,52 @@ class DedupHistory:
         return self.order[0][0] + window if self.order else None
 
 
-class SendTarget:
-    """What queues and topics share: a sequence counter, dedup history, scheduled messages."""
+PARTITION_SHIFT = 48
 
-    def _init_send_target(self) -> None:
-        self.last_sequence_number = 0
+
+class SendTarget:
+    """What queues and topics share: sequence counters, dedup history, scheduled messages, partitions.
+
+    A partitioned entity has one sequence space per partition, with the partition id in the top
+    16 bits of its numbers; `down` holds the partitions taken down through fault injection.
+    """
+
+    def _init_send_target(self, partition_count: int) -> None:
+        self.partition_count = partition_count
+        self.counters = [0] * partition_count
+        self.down: set[int] = set()
+        self.round_robin = 0
         self.dedup = DedupHistory()
         self.scheduled: dict[int, Message] = {}
-        self.scheduled_heap: list[tuple[float, int, Message]] = []
         self.accessed = 0.0
 
-    def next_sequence_number(self) -> int:
-        self.last_sequence_number += 1
-        return self.last_sequence_number
+    @property
+    def partitioned(self) -> bool:
+        return self.partition_count > 1
+
+    def next_sequence_number(self, partition_id: int | None) -> int:
+        if partition_id is None:
+            self.counters[0] += 1
+            return self.counters[0]
+        self.counters[partition_id] += 1
+        return (partition_id << PARTITION_SHIFT) | self.counters[partition_id]
+
+    def counter_records(self) -> dict[str, int]:
+        """Store rows: `key` for a plain entity, `key#<partition>` per partition."""
+        if not self.partitioned:
+            return {self.key: self.counters[0]}  # type: ignore[attr-defined]
+        return {f"{self.key}#{p}": n for p, n in enumerate(self.counters) if n}  # type: ignore[attr-defined]
+
+    def restore_counter(self, record_key: str, value: int) -> None:
+        _, _, partition = record_key.partition("#")
+        self.counters[int(partition) if partition else 0] = value
 
 
 class Queue(SendTarget):
     kind = "queue"
 
-    def __init__(self, props: QueueProperties) -> None:
-        self._init_send_target()
+    def __init__(self, props: QueueProperties, partition_count: int = 1) -> None:
+        self._init_send_target(partition_count if props.enable_partitioning else 1)
         self.props = props
         self.key = props.name.lower()  # names never change; the store and the address map use this
         self.main = SubQueue(self, SubQueueKind.MAIN, props.requires_session)
@@ -250,8 +276,8 @@ class Queue(SendTarget):
 class Topic(SendTarget):
     kind = "topic"
 
-    def __init__(self, props: TopicProperties) -> None:
-        self._init_send_target()
+    def __init__(self, props: TopicProperties, partition_count: int = 1) -> None:
+        self._init_send_target(partition_count if props.enable_partitioning else 1)
         self.props = props
         self.key = props.name.lower()
         self.subscriptions: dict[str, Subscription] = {}

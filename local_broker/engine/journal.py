@@ -98,7 +98,7 @@ class Journal:
             config=self.config,
             entities_put={k: record_of(e) for k, e in self.entities.items()},
             entities_deleted=self.entities_deleted,
-            counters={k: t.last_sequence_number for k, t in self.counters.items()},
+            counters={k: n for t in self.counters.values() for k, n in t.counter_records().items()},
             messages_put=[(m.entity.entity.key, int(m.entity.kind), m) for m in full.values()],
             messages_state=[m for uid, m in self.state.items() if uid not in full],
             messages_deleted=list(self.deleted),

@@ -172,6 +172,34 @@ class Management:
                 f"'{self.config.name}' has been reached."
             )
 
+    def _check_partitioned_count(self, props: Any) -> None:
+        if not props.enable_partitioning:
+            return
+        count = sum(1 for t in [*self._queues.values(), *self._topics.values()] if t.partitioned)
+        if count >= self.config.max_partitioned_entities:
+            raise QuotaExceededError(
+                f"The maximum number of partitioned entities ({self.config.max_partitioned_entities}) in "
+                f"namespace '{self.config.name}' has been reached."
+            )
+
+    def set_partition_available(self, path: str, partition_id: int, available: bool) -> None:
+        """Fault injection: take one partition of a partitioned queue or topic down, or bring it back."""
+        target = self._addresses.get(path.strip("/").lower())
+        if not isinstance(target, Queue | Topic):
+            raise EntityNotFoundError.for_path(path)
+        if not target.partitioned:
+            raise ArgumentError(f"The entity '{target.path}' is not partitioned.", "partition_id")
+        if not 0 <= partition_id < target.partition_count:
+            raise ArgumentError(
+                f"Partition {partition_id} does not exist; '{target.path}' has partitions 0 to "
+                f"{target.partition_count - 1}.",
+                "partition_id",
+            )
+        if available:
+            target.down.discard(partition_id)
+        else:
+            target.down.add(partition_id)
+
     def _queue(self, name: str) -> Queue:
         q = self._queues.get(name.strip("/").lower())
         if q is None:
@@ -209,7 +237,8 @@ class Management:
         self._check_forwarding(props, props.name, props.requires_session)
         self._check_entity_count()
         props.created_at = props.updated_at = self._now_dt()
-        q = Queue(props)
+        self._check_partitioned_count(props)
+        q = Queue(props, self.config.partition_count)
         q.accessed = self.clock.now()
         self._queues[key] = q
         self._register(q)
@@ -257,7 +286,8 @@ class Management:
             raise EntityAlreadyExistsError.for_path(props.name)
         self._check_entity_count()
         props.created_at = props.updated_at = self._now_dt()
-        t = Topic(props)
+        self._check_partitioned_count(props)
+        t = Topic(props, self.config.partition_count)
         t.accessed = self.clock.now()
         self._topics[key] = t
         self._register(t)
@@ -464,7 +494,8 @@ class Management:
         rp.size_in_bytes += entity.main.size + entity.dlq.size + entity.tdlq.size
 
     def _availability(self, entity: Any) -> AvailabilityStatus:
-        return AvailabilityStatus.AVAILABLE
+        target = entity.topic if isinstance(entity, Subscription) else entity
+        return AvailabilityStatus.LIMITED if target.down else AvailabilityStatus.AVAILABLE
 
     def namespace_properties(self) -> NamespaceProperties:
         created = to_datetime(self.created_at)
@@ -498,10 +529,10 @@ class Management:
             props = codec.decode_value(record["props"])
             entity: Any
             if kind == "queue":
-                entity = Queue(props)
+                entity = Queue(props, self.config.partition_count)
                 self._queues[entity.key] = entity
             elif kind == "topic":
-                entity = Topic(props)
+                entity = Topic(props, self.config.partition_count)
                 self._topics[entity.key] = entity
             else:
                 topic = self._topics[props.topic_name.lower()]
@@ -513,10 +544,11 @@ class Management:
             entity.accessed = record["accessed"]
             self._register(entity)
             self._watch_idle(entity)
-        for key, value in state.counters.items():
+        for record_key, value in state.counters.items():
+            key = record_key.partition("#")[0]
             target = self._queues.get(key) or self._topics.get(key)
             if target is not None:
-                target.last_sequence_number = value
+                target.restore_counter(record_key, value)
         self._restore_messages(state)
         for owner, message_id, at in state.dedup:
             target = self._queues.get(owner) or self._topics.get(owner)

@@ -10,6 +10,7 @@ import heapq
 import itertools
 import math
 import uuid
+import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,6 +33,7 @@ from local_broker.engine.errors import (
     NotAllowedError,
     OperationTimeoutError,
     QuotaExceededError,
+    ServerBusyError,
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
@@ -252,7 +254,7 @@ class Namespace(Management):
         return entity.main.size + entity.dlq.size + entity.tdlq.size
 
     def _quota_error(self, target: Any, size: int) -> QuotaExceededError | None:
-        limit = target.props.max_size_in_megabytes * 1048576
+        limit = target.props.max_size_in_megabytes * 1048576 * target.partition_count
         current = self._entity_size(target)
         if current + size <= limit:
             return None
@@ -267,6 +269,7 @@ class Namespace(Management):
     def _validate_batch(self, target: Queue | Topic, messages: list[Message]) -> int:
         max_size = target.props.max_message_size_in_kilobytes * 1024
         requires_session = isinstance(target, Queue) and target.props.requires_session
+        partitioned = target.partitioned
         total = 0
         for m in messages:
             size = message_size(m)
@@ -280,6 +283,8 @@ class Namespace(Management):
             sid = m.session_id
             if requires_session and sid is None:
                 raise NotAllowedError(_NO_SESSION_ID)
+            if partitioned:
+                m.partition_id = self._partition_for(target, m)
             if m.message_id is not None or sid is not None or m.partition_key is not None:
                 check_message_ids(m)
                 if m.partition_key is not None and sid is not None and m.partition_key != sid:
@@ -322,9 +327,41 @@ class Namespace(Management):
             if m is not None:
                 self._remove(m)
 
+    @staticmethod
+    def _partition_key(target: Queue | Topic, m: Message) -> str | None:
+        """SessionId, then PartitionKey, then MessageId when duplicate detection is on (semantics 14)."""
+        if m.session_id is not None:
+            return m.session_id
+        if m.partition_key is not None:
+            return m.partition_key
+        if target.props.requires_duplicate_detection:
+            return m.message_id
+        return None
+
+    def _partition_for(self, target: Queue | Topic, m: Message) -> int:
+        """The partition a message goes to; a keyed message whose partition is down is refused."""
+        key = self._partition_key(target, m)
+        count = target.partition_count
+        if key is not None:
+            partition = zlib.crc32(key.encode("utf-8")) % count
+            if partition in target.down:
+                raise ServerBusyError(
+                    f"Partition {partition} of '{target.path}', which the message's partition key maps to, "
+                    "is temporarily unavailable. Retry the operation later."
+                )
+            return partition
+        for _ in range(count):
+            partition = target.round_robin % count
+            target.round_robin += 1
+            if partition not in target.down:
+                return partition
+        raise ServerBusyError(f"No partition of '{target.path}' is available. Retry the operation later.")
+
     def _dedup_key(self, target: Queue | Topic, m: Message) -> str | None:
         if not target.props.requires_duplicate_detection or m.message_id is None:
             return None
+        if target.partitioned and m.partition_key is not None:
+            return f"{m.partition_key}\x1f{m.message_id}"
         return m.message_id
 
     def _accept(self, target: Queue | Topic, m: Message, now: float, force_schedule: bool) -> int:
@@ -339,7 +376,9 @@ class Namespace(Management):
                 heapq.heappush(self._dedup_heap, (now + window, next(self._ticket), target))
             dedup.record(key, now)
             self._journal.dedup(target.key, key, now)
-        seq = target.next_sequence_number()
+        if not target.partitioned:
+            m.partition_id = None
+        seq = target.next_sequence_number(m.partition_id)
         self._journal.counter(target)
         m.sequence_number = seq
         if not m.enqueued_sequence_number:
@@ -366,7 +405,7 @@ class Namespace(Management):
         del target.scheduled[m.sequence_number]
         self._detach(m)
         m.state = ACTIVE
-        seq = target.next_sequence_number()
+        seq = target.next_sequence_number(m.partition_id)
         self._journal.counter(target)
         m.sequence_number = m.enqueued_sequence_number = seq
         m.enqueued_time = now
@@ -447,6 +486,11 @@ class Namespace(Management):
             quota = self._quota_error(target, m.size)
             if quota is not None:
                 problem = ("QuotaExceeded", quota.description)
+            elif target.partitioned:
+                try:
+                    m.partition_id = self._partition_for(target, m)
+                except ServerBusyError as busy:
+                    problem = ("ServerBusy", busy.description)
         if problem is not None:
             self._dead_letter_into(source.tdlq, m, *problem)
             return
@@ -672,7 +716,11 @@ class Namespace(Management):
             if m.sequence_number >= from_sequence_number
             and (session_id is None or m.session_id == session_id)
         ]
-        return heapq.nsmallest(max_count, candidates, key=lambda m: (m.sequence_number, m.uid))
+        found = heapq.nsmallest(max_count, candidates, key=lambda m: (m.sequence_number, m.uid))
+        if found and found[0].partition_id is not None:  # a partitioned entity: what one partition has
+            first = found[0].partition_id
+            found = [m for m in found if m.partition_id == first]
+        return found
 
     def receive_deferred(
         self,
