@@ -29,6 +29,9 @@ class RuleSpec:
     action: dict[str, Any] | None = None  # {"sql": "SET ..."}
 
     def __post_init__(self) -> None:
+        # YAML reads a bare `{true: {}}` key as a boolean; the file means the filter kind.
+        self.filter = {({True: "true", False: "false"}.get(k, k) if isinstance(k, bool) else k): v
+                       for k, v in self.filter.items()}
         kinds = [k for k in self.filter if k in FILTER_KINDS]
         if len(kinds) != 1:
             raise TopologyError(f"rule '{self.name}': filter needs exactly one of {', '.join(FILTER_KINDS)}")

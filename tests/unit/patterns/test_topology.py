@@ -48,6 +48,13 @@ def test_reads_the_documented_format(tmp_path):
     assert topo.namespace_of("SECONDARY").name == "secondary"
 
 
+def test_bare_true_and_false_filter_keys_mean_the_filter_kinds():
+    raw = {"namespaces": {"a": {"topics": {"t": {"subscriptions": {"s": {"rules": {
+        "all": {"filter": {True: {}}}, "none": {"filter": {False: {}}}}}}}}}}}
+    rules = topology_from_dict(raw).namespaces["a"].topics[0].subscriptions[0].rules
+    assert [r.filter_kind for r in rules] == ["true", "false"]
+
+
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
 def test_round_trips(tmp_path, suffix):
     src = tmp_path / "in.yaml"
