@@ -43,6 +43,7 @@ from local_broker.engine.properties import (
     element_name,
     is_infinite,
 )
+from local_broker.engine.transactions import Transaction
 
 __all__ = [
     "DEFAULT_RULE_NAME",
@@ -84,6 +85,7 @@ __all__ = [
     "SubscriptionProperties",
     "SystemClock",
     "TopicProperties",
+    "Transaction",
     "TrueFilter",
     "UnauthorizedError",
     "element_name",

@@ -48,6 +48,7 @@ from local_broker.engine.message import (
     ReceiveMode,
 )
 from local_broker.engine.properties import EntityStatus, NamespaceConfig
+from local_broker.engine.transactions import Transactions
 from local_broker.engine.validation import check_message_ids
 from local_broker.rules.errors import FilterEvaluationError
 from local_broker.store.base import MemoryStore, Store
@@ -117,7 +118,7 @@ def message_size(m: Message) -> int:
     return size
 
 
-class Namespace(Management):
+class Namespace(Management, Transactions):
     """See docs/engine-api.md for the contract the wire adapters rely on."""
 
     def __init__(
@@ -266,7 +267,9 @@ class Namespace(Management):
 
     # --- sending --------------------------------------------------------------------------------
 
-    def _validate_batch(self, target: Queue | Topic, messages: list[Message]) -> int:
+    def _validate_batch(
+        self, target: Queue | Topic, messages: list[Message], check_quota: bool = True
+    ) -> int:
         max_size = target.props.max_message_size_in_kilobytes * 1024
         requires_session = isinstance(target, Queue) and target.props.requires_session
         partitioned = target.partitioned
@@ -292,7 +295,7 @@ class Namespace(Management):
                         f"The PartitionKey '{m.partition_key}' of the message differs from its SessionId "
                         f"'{sid}'; when both are set they must be equal."
                     )
-        error = self._quota_error(target, total)
+        error = self._quota_error(target, total) if check_quota else None
         if error is not None:
             raise error
         return total
