@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton import Data
+from proton import Array, Data, Described
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES = range(0x70, 0x75)
 DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = range(0x75, 0x79)
@@ -90,13 +90,33 @@ def split_sections(buf: bytes) -> list[tuple[int, int, int]]:
     return sections
 
 
-def _decode_value(buf: bytes) -> Any:
-    """The Python value of one encoded section's content (the descriptor is dropped)."""
+def decode_value(buf: bytes) -> Any:
+    """The Python value of one encoded AMQP value, owning its bytes."""
     data = Data()
     data.decode(buf)
     data.rewind()
     data.next()
-    return data.get_object().value
+    return _owned(data.get_object())
+
+
+def _decode_value(buf: bytes) -> Any:
+    """The Python value of one encoded section's content (the descriptor is dropped)."""
+    return decode_value(buf).value
+
+
+def _owned(value: Any) -> Any:
+    """proton returns binaries as memoryviews into the `Data` buffer, which dies with it: copy them out."""
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return type(value)((_owned(k), _owned(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_owned(v) for v in value]
+    if isinstance(value, Described):
+        return Described(value.descriptor, _owned(value.value))
+    if isinstance(value, Array):
+        return Array(value.descriptor, value.type, *(_owned(v) for v in value.elements))
+    return value
 
 
 def encode_value(value: Any) -> bytes:

@@ -17,13 +17,26 @@ import socket
 import struct
 from collections.abc import Callable
 
-from proton import Array, Connection, Data, Described, Handler, Transport, Url, symbol, ubyte, ulong
+from proton import (
+    UNDESCRIBED,
+    Array,
+    Connection,
+    Data,
+    Described,
+    Handler,
+    Transport,
+    Url,
+    symbol,
+    ubyte,
+    ulong,
+)
 from proton.handlers import IOHandler
 from proton.reactor import Container
 
 from local_broker.auth import Claim, NamespaceAuth
 from local_broker.engine import BrokerError
 from local_broker.faults import NamespaceFaults
+from local_broker.wire.amqp.codec import decode_value
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import Guarded
 
@@ -49,7 +62,7 @@ def _sasl_frame(code: int, fields: list) -> bytes:
 
 
 MECHANISMS_FRAME = _sasl_frame(
-    SASL_MECHANISMS, [Array(Data.NULL, Data.SYMBOL, symbol("PLAIN"), symbol("ANONYMOUS"))])
+    SASL_MECHANISMS, [Array(UNDESCRIBED, Data.SYMBOL, symbol("PLAIN"), symbol("ANONYMOUS"))])
 
 
 class SaslDoor(Handler):
@@ -195,11 +208,7 @@ def _decode_frame(frame: bytes) -> tuple[int, list]:
     doff = frame[4]
     if frame[5] != 1:
         raise ValueError("not a SASL frame")
-    data = Data()
-    data.decode(frame[doff * 4:])
-    data.rewind()
-    data.next()
-    value = data.get_object()
+    value = decode_value(frame[doff * 4:])
     if not isinstance(value, Described):
         raise ValueError("SASL frame body is not a performative")
     return int(value.descriptor), list(value.value or [])
