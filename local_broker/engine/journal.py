@@ -50,6 +50,8 @@ class Journal:
     def put(self, m: Message) -> None:
         """The message's content or place changed (new, moved, properties modified)."""
         self.full[m.uid] = m
+        if m.persisted:
+            self.deleted.discard(m.uid)
 
     def touch(self, m: Message) -> None:
         """Only lock, delivery count or state changed."""

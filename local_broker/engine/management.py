@@ -103,6 +103,7 @@ class Management:
             for m in sq.messages.values():
                 m.entity = None
             sq.messages.clear()
+            sq.session_locks.clear()
         if isinstance(entity, Queue | Topic):
             entity.scheduled.clear()
         self._journal.entity_deleted(entity)

@@ -374,6 +374,7 @@ class Namespace(Management, Transactions):
             window = target.props.duplicate_detection_history_time_window.total_seconds()
             dedup = target.dedup
             if dedup.is_duplicate(key, now, window):
+                self._journal.delete(m)  # a forwarded duplicate may have a stored row
                 return 0
             if not dedup.order:
                 heapq.heappush(self._dedup_heap, (now + window, next(self._ticket), target))
@@ -437,6 +438,7 @@ class Namespace(Management, Transactions):
             for rule in with_action:
                 targets.append((sub, rule))
         if not targets:
+            self._journal.delete(m)  # an activated or forwarded message may have a stored row
             return
         ttl_cap = topic.props.default_message_time_to_live.total_seconds()
         last = len(targets) - 1

@@ -173,7 +173,7 @@ class SqliteStore:
             for key in changes.entities_deleted:
                 db.execute("DELETE FROM entities WHERE key = ?", (key,))
                 db.execute("DELETE FROM messages WHERE owner = ?", (key,))
-                db.execute("DELETE FROM counters WHERE key = ?", (key,))
+                db.execute("DELETE FROM counters WHERE key = ? OR key GLOB ?", (key, key + "#*"))
                 db.execute("DELETE FROM dedup WHERE owner = ?", (key,))
                 db.execute("DELETE FROM session_states WHERE owner = ?", (key,))
             if changes.entities_put:

@@ -225,3 +225,24 @@ def test_restored_message_state_kinds(tmp_path: Path) -> None:
     clock.advance(10)
     ns2.tick()  # the restored lock expires like any other
     assert ns2.receive("q", 1)[0].delivery_count == 1
+
+
+def test_messages_that_vanish_on_activation_or_forwarding_leave_no_row(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    ns.create_topic(TopicProperties("t"))  # no subscriptions: an activated message goes nowhere
+    ns.schedule("t", [Message(b"s", scheduled_enqueue_time=clock.now() + 10)])
+    ns.create_queue(QueueProperties("dd", requires_duplicate_detection=True))
+    ns.create_queue(QueueProperties("work", forward_dead_lettered_messages_to="dd"))
+    ns.send("dd", Message(b"first", message_id="same"))
+    ns.send("work", Message(b"second", message_id="same"))
+    (m,) = ns.receive("work", 1)
+    ns.commit()
+    ns.dead_letter("work", [m.lock_token])  # forwarded into dd, where it is a duplicate and dropped
+    clock.advance(10)
+    ns.tick()
+    ns.commit()
+    ns2 = reopen(tmp_path / "ns.db", clock)
+    assert ns2.get_topic_runtime_properties("t").scheduled_message_count == 0
+    assert [x.body for x in ns2.peek("dd", 0, 10)] == [b"first"]
+    assert ns2.get_queue_runtime_properties("work").total_message_count == 0
