@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -22,9 +23,14 @@ from local_broker.store import MemoryStore, SqliteStore
 BODY = b"x" * 1024
 
 
-def run(ns: Namespace, total: int, batch: int) -> float:
-    """Messages per second through send, receive and complete (all committed)."""
-    ns.create_queue(QueueProperties("bench"))
+def run(
+    ns: Namespace, total: int, batch: int, queue: QueueProperties | None = None, **fields: object
+) -> float:
+    """Messages per second through send, receive and complete (all committed).
+
+    `fields` are extra Message arguments (e.g. partition_key) for every message sent.
+    """
+    ns.create_queue(queue or QueueProperties("bench"))
     ns.commit()
     turns = total // batch
     received: list[Message] = []
@@ -35,7 +41,7 @@ def run(ns: Namespace, total: int, batch: int) -> float:
             ns.complete("bench", [m.lock_token for m in received])
         received = ns.receive("bench", batch, ReceiveMode.PEEK_LOCK) if turn >= 1 else []
         if turn < turns:
-            ns.send("bench", [Message(BODY, message_id=str(sent_ids + i)) for i in range(batch)])
+            ns.send("bench", [Message(BODY, message_id=str(sent_ids + i), **fields) for i in range(batch)])
             sent_ids += batch
         ns.commit()
     elapsed = time.perf_counter() - start
@@ -43,33 +49,46 @@ def run(ns: Namespace, total: int, batch: int) -> float:
     return turns * batch / elapsed
 
 
+def _report(label: str, rates: list[float], target: str) -> None:
+    print(
+        f"{label:<34} median {statistics.median(rates):>9,.0f} msg/s  best {max(rates):>9,.0f} msg/s  "
+        f"(target {target})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--profile", action="store_true", help="cProfile the in-memory run")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="cProfile one in-memory run")
     args = parser.parse_args()
 
-    memory = Namespace.open(MemoryStore(), clock=FakeClock())
     if args.profile:
         profile = cProfile.Profile()
         profile.enable()
-    rate = run(memory, args.messages, args.batch)
-    if args.profile:
+        run(Namespace.open(MemoryStore(), clock=FakeClock()), args.messages, args.batch)
         profile.disable()
         pstats.Stats(profile).sort_stats("tottime").print_stats(15)
-    print(f"in-memory store: {rate:>10,.0f} msg/s  (target 100,000)  1 KB, batch {args.batch}")
-
+        return
+    print(
+        f"send -> peek-lock receive -> complete, 1 KB messages, batch {args.batch}, {args.repeat} runs each"
+    )
+    rates = [
+        run(Namespace.open(MemoryStore(), clock=FakeClock()), args.messages, args.batch)
+        for _ in range(args.repeat)
+    ]
+    _report("in-memory store", rates, "100,000")
     with tempfile.TemporaryDirectory() as tmp:
         for sync in ("NORMAL", "FULL"):
-            store = SqliteStore(Path(tmp) / f"bench-{sync}.db", synchronous=sync)
-            durable = Namespace.open(store, clock=FakeClock())
-            rate = run(durable, args.messages // 2, args.batch)
-            durable.close()
-            print(
-                f"SQLite WAL, synchronous={sync:<6}: {rate:>10,.0f} msg/s  (target 20,000)  "
-                f"one commit per turn, every message written, lock-updated and deleted"
-            )
+            rates = []
+            for i in range(args.repeat):
+                durable = Namespace.open(
+                    SqliteStore(Path(tmp) / f"{sync}-{i}.db", synchronous=sync), clock=FakeClock()
+                )
+                rates.append(run(durable, args.messages // 2, args.batch))
+                durable.close()
+            _report(f"SQLite WAL synchronous={sync}", rates, "20,000")
 
 
 if __name__ == "__main__":
