@@ -18,6 +18,7 @@ from local_broker.engine.properties import QueueProperties, SubscriptionProperti
 
 _new_uuid = object.__new__
 _set = object.__setattr__
+_UNKNOWN_SAFETY = uuid.SafeUUID.unknown
 
 
 class LockTokens:
@@ -35,7 +36,7 @@ class LockTokens:
     def new(self) -> uuid.UUID:
         token = _new_uuid(uuid.UUID)
         _set(token, "int", self._next())
-        _set(token, "is_safe", uuid.SafeUUID.unknown)
+        _set(token, "is_safe", _UNKNOWN_SAFETY)
         return token
 
 

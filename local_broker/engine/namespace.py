@@ -49,7 +49,7 @@ from local_broker.engine.message import (
 )
 from local_broker.engine.properties import EntityStatus, NamespaceConfig
 from local_broker.engine.transactions import Transactions
-from local_broker.engine.validation import check_message_ids
+from local_broker.engine.validation import MAX_ID_LENGTH, check_message_ids
 from local_broker.rules.errors import FilterEvaluationError
 from local_broker.store.base import MemoryStore, Store
 
@@ -284,17 +284,23 @@ class Namespace(Management, Transactions):
             m.size = size
             total += size
             sid = m.session_id
+            mid = m.message_id
+            pk = m.partition_key
             if requires_session and sid is None:
                 raise NotAllowedError(_NO_SESSION_ID)
+            if (
+                (mid is not None and len(mid) > MAX_ID_LENGTH)
+                or (sid is not None and len(sid) > MAX_ID_LENGTH)
+                or (pk is not None and len(pk) > MAX_ID_LENGTH)
+            ):
+                check_message_ids(m)
+            if pk is not None and sid is not None and pk != sid:
+                raise NotAllowedError(
+                    f"The PartitionKey '{pk}' of the message differs from its SessionId '{sid}'; "
+                    "when both are set they must be equal."
+                )
             if partitioned:
                 m.partition_id = self._partition_for(target, m)
-            if m.message_id is not None or sid is not None or m.partition_key is not None:
-                check_message_ids(m)
-                if m.partition_key is not None and sid is not None and m.partition_key != sid:
-                    raise NotAllowedError(
-                        f"The PartitionKey '{m.partition_key}' of the message differs from its SessionId "
-                        f"'{sid}'; when both are set they must be equal."
-                    )
         error = self._quota_error(target, total) if check_quota else None
         if error is not None:
             raise error
