@@ -49,12 +49,7 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     grouped.unpersist()
     phases.done("classify")
 
-    lag = {
-        "target": metrics.percentiles(cube, ["target"]),
-        "entity": metrics.percentiles(cube, ["target", "entity"]),
-        "hour": metrics.percentiles(cube, ["target", "hour_us"]),
-        "entity_hour": metrics.percentiles(cube, ["target", "entity", "hour_us"]),
-    }
+    lag = metrics.percentiles(cube)
     histogram = metrics.lag_histogram(cube)
     phases.done("lag")
 

@@ -8,7 +8,6 @@ within 1 % of the exact nearest-rank percentile (clamped to the exact min/max). 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -91,31 +90,45 @@ class LagStats:
                 "p99": round(self.p99, 3), "max": round(self.max, 3), "min": round(self.min, 3)}
 
 
-def percentiles(cube_df: DataFrame, level: Sequence[str]) -> dict[tuple, LagStats]:
-    """Lag percentiles per `level` (e.g. target, entity) by merging histogram buckets across the cube."""
+# Percentile levels, each a grouping set over (target, entity, hour_us); bits of grouping_id() are set for
+# the columns a level rolls up (entity = 4, hour_us = 2; bucket = 1 is never rolled up).
+LEVELS = {"target": (("target",), 0b110), "entity": (("target", "entity"), 0b010),
+          "hour": (("target", "hour_us"), 0b100), "entity_hour": (("target", "entity", "hour_us"), 0b000)}
+
+
+def percentiles(cube_df: DataFrame) -> dict[str, dict[tuple, LagStats]]:
+    """Lag percentiles per level (overall, per entity, per hour, per entity and hour) in one pass: merge the
+    histogram buckets per grouping set, then pick the bucket holding each nearest-rank percentile."""
+    keys = ["target", "entity", "hour_us"]
+    sets = [[*cols, "bucket"] for cols, _ in LEVELS.values()]
     hist = (cube_df.where(F.col("bucket").isNotNull())
-            .groupBy(*level, "bucket")
-            .agg(F.sum("n").alias("n"), F.max("lag_max").alias("mx"), F.min("lag_min").alias("mn")))
-    running = Window.partitionBy(*level).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
+            .groupingSets(sets, *keys, "bucket")
+            .agg(F.grouping_id().alias("gid"), F.sum("n").alias("n"), F.max("lag_max").alias("mx"),
+                 F.min("lag_min").alias("mn")))
+    group = [*keys, "gid"]
+    running = Window.partitionBy(*group).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
     hist = hist.select("*", F.sum("n").over(running).alias("cum"),
-                       F.sum("n").over(Window.partitionBy(*level)).alias("total"))
+                       F.sum("n").over(Window.partitionBy(*group)).alias("total"))
     picks = [F.min(F.when(F.col("cum") >= F.ceil(F.col("total") * q), F.col("bucket"))).alias(name)
              for name, q in QUANTILES.items()]
-    rows = hist.groupBy(*level).agg(F.first("total").alias("total"), F.max("mx").alias("mx"),
+    rows = hist.groupBy(*group).agg(F.first("total").alias("total"), F.max("mx").alias("mx"),
                                     F.min("mn").alias("mn"), *picks).collect()
-    out = {}
+    by_gid = {gid: name for name, (_, gid) in LEVELS.items()}
+    out: dict[str, dict[tuple, LagStats]] = {name: {} for name in LEVELS}
     for r in rows:
+        level = by_gid[r.gid]
         values = {name: min(max(bucket_value(r[name]), r.mn), r.mx) for name in QUANTILES}
-        out[tuple(r[c] for c in level)] = LagStats(count=int(r.total), max=r.mx, min=r.mn, **values)
+        key = tuple(r[c] for c in LEVELS[level][0])
+        out[level][key] = LagStats(count=int(r.total), max=r.mx, min=r.mn, **values)
     return out
 
 
 def lag_histogram(cube_df: DataFrame) -> dict[str, list[tuple[int, int]]]:
     """Per target: (bucket, messages) of delivered messages, for the lag distribution chart."""
     rows = (cube_df.where(F.col("bucket").isNotNull()).groupBy("target", "bucket")
-            .agg(F.sum("n").alias("n")).orderBy("target", "bucket").collect())
+            .agg(F.sum("n").alias("n")).collect())
     out: dict[str, list[tuple[int, int]]] = {}
-    for r in rows:
+    for r in sorted(rows, key=lambda r: (r.target, r.bucket)):
         out.setdefault(r.target, []).append((r.bucket, int(r.n)))
     return out
 
@@ -133,11 +146,12 @@ def ordering(classified: DataFrame) -> list[dict]:
     prev = F.lag("counter").over(walk)
     rows = rows.select("target", "entity", "partition", (prev - F.col("counter")).alias("behind"))
     inverted = F.col("behind") > 0
-    return [r.asDict() for r in rows.groupBy("target", "entity", "partition").agg(
+    found = rows.groupBy("target", "entity", "partition").agg(
         F.count(F.lit(1)).alias("delivered"),
         F.count_if(inverted).alias("out_of_order"),
         F.coalesce(F.max(F.when(inverted, F.col("behind"))), F.lit(0)).alias("max_displacement"),
-    ).orderBy("target", "entity", "partition").collect()]
+    ).collect()
+    return sorted((r.asDict() for r in found), key=lambda r: (r["target"], r["entity"], r["partition"]))
 
 
 def source_gaps(classified: DataFrame, target: str) -> list[dict]:
@@ -148,5 +162,5 @@ def source_gaps(classified: DataFrame, target: str) -> list[dict]:
     agg = rows.groupBy("entity", "partition").agg(
         F.count(F.lit(1)).alias("messages"), F.min("counter").alias("first"),
         F.max("counter").alias("last"))
-    return [dict(r.asDict(), gaps=r["last"] - r["first"] + 1 - r.messages)
-            for r in agg.orderBy("entity", "partition").collect()]
+    found = [dict(r.asDict(), gaps=r["last"] - r["first"] + 1 - r.messages) for r in agg.collect()]
+    return sorted(found, key=lambda r: (r["entity"], r["partition"]))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from functools import reduce
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -32,14 +35,21 @@ def samples(classified: DataFrame, limit: int, with_processors: bool) -> dict[st
     dups = [*base, "s_copies", "p_copies", "dup_extra", "source_dup_extra", "spread_ms"]
     if with_processors:
         dups.append("processors")
-    queries = {
+    lists = {
         "missing": classified.where(F.col("status") == "missing").orderBy("p_time").select(*base),
         "late": classified.where(F.col("status") == "late").orderBy(F.col("lag_ms").desc()).select(*base),
         "orphan": classified.where(F.col("status") == "orphan").orderBy("s_first").select(*base),
         "duplicates": classified.where((F.col("dup_extra") > 0) | (F.col("source_dup_extra") > 0))
         .orderBy(F.col("dup_extra").desc(), "p_time").select(*dups),
     }
-    return {name: [r.asDict() for r in q.limit(limit).collect()] for name, q in queries.items()}
+    # One job for all lists; each keeps its own order (rank within the list).
+    as_json = F.to_json(F.struct("*"), {"ignoreNullFields": "false"}).alias("row")
+    rank = F.monotonically_increasing_id().alias("rank")
+    parts = [q.limit(limit).select(F.lit(name).alias("list"), as_json, rank) for name, q in lists.items()]
+    found: dict[str, list[dict]] = {name: [] for name in lists}
+    for r in sorted(reduce(DataFrame.unionByName, parts).collect(), key=lambda r: r.rank):
+        found[r.list].append(json.loads(r.row))
+    return found
 
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:

@@ -93,28 +93,30 @@ def _problem_chart(title: str, labels: list[str], rows: list[dict]) -> str:
 
 
 def _lag_chart(histogram: list[dict]) -> str:
-    """Merge the fine lag buckets into quarter decades (1, 1.8, 3.2, 5.6 x 10^k ms) for display."""
+    """Merge the fine lag buckets into quarter decades (1, 1.8, 3.2, 5.6 x 10^k ms), empty ones included."""
+    negative = sum(h["messages"] for h in histogram if h["lag_ms"] < 0)
+    zero = sum(h["messages"] for h in histogram if h["lag_ms"] == 0)
     bins: Counter = Counter()
     for h in histogram:
-        value = h["lag_ms"]
-        key = -math.inf if value < 0 else (math.floor(math.log10(value) * 4) / 4 if value > 0 else math.nan)
-        bins[key] += h["messages"]
-    order = sorted((k for k in bins if not math.isnan(k)), key=lambda k: k)
-    labels = ["<0" if k == -math.inf else _ms_label(10 ** k) for k in order]
-    values = [float(bins[k]) for k in order]
-    if any(math.isnan(k) for k in bins):
-        labels.insert(0, "0")
-        values.insert(0, float(sum(v for k, v in bins.items() if math.isnan(k))))
+        if h["lag_ms"] > 0:
+            bins[math.floor(math.log10(h["lag_ms"]) * 4)] += h["messages"]
+    labels, values = [], []
+    for name, count in (("<0", negative), ("0", zero)):
+        if count:
+            labels.append(name)
+            values.append(float(count))
+    if bins:
+        for k in range(min(bins), max(bins) + 1):
+            labels.append(_ms_label(10 ** (k / 4)))
+            values.append(float(bins.get(k, 0)))
     return columns("Replication lag of delivered messages (first copy; bins start at the label)", labels,
                    [Series("messages", values, "#1f77b4")], y_label="messages")
 
 
 def _ms_label(ms: float) -> str:
-    if ms >= 60_000:
-        return f"{ms / 60_000:.2g}min"
-    if ms >= 1000:
-        return f"{ms / 1000:.2g}s"
-    return f"{ms:.2g}ms"
+    unit, size = ("min", 60_000.0) if ms >= 60_000 else ("s", 1000.0) if ms >= 1000 else ("ms", 1.0)
+    value = ms / size
+    return f"{value:.0f}{unit}" if value >= 10 else f"{value:.2g}{unit}"
 
 
 def _table(headers: list[str], rows: list[list]) -> str:

@@ -73,7 +73,7 @@ def columns(title: str, labels: list[str], series: list[Series], *, width: int =
             value = s.values[i]
             if value <= 0:
                 continue
-            h = value * scale
+            h = max(value * scale, 1.5)  # a single message stays visible
             top -= h
             out.append(f'<rect x="{x0:.1f}" y="{top:.1f}" width="{bar:.1f}" height="{h:.1f}" '
                        f'fill="{s.color}"><title>{escape(label)}: {escape(s.name)} {value:g}</title></rect>')

@@ -34,6 +34,7 @@ def seq(entity: str, counter: int) -> int:
 class Truth:
     status: dict[tuple[str, str], str] = field(default_factory=dict)  # (entity, message_id) -> status
     dup_extra: dict[tuple[str, str], int] = field(default_factory=dict)
+    lag_ms: dict[tuple[str, str], float] = field(default_factory=dict)  # delivered: first copy - source
     out_of_order: dict[str, int] = field(default_factory=dict)
     max_displacement: dict[str, int] = field(default_factory=dict)
     source_gaps: dict[str, int] = field(default_factory=dict)
@@ -93,6 +94,7 @@ def replica_logs(base: Path) -> tuple[Path, Path, Truth]:
                 lag = timedelta(minutes=7)
             if (entity, i) == ("orders", 30):
                 lag = timedelta(minutes=3)  # overtaken by orders-31
+            truth.lag_ms[(entity, mid)] = lag / timedelta(milliseconds=1)
             n = copies.get((entity, i), 1)
             if n > 1:
                 truth.dup_extra[(entity, mid)] = n - 1
@@ -119,4 +121,9 @@ def replica_logs(base: Path) -> tuple[Path, Path, Truth]:
     unparsable = record("enqueued", "secondary", "orders", "x", T0) | {"enqueued_time_utc": "soon"}
     bad = ["{not json", json.dumps(unparsable)]
     truth.malformed = {"primary": 0, "secondary": 2}
-    return write_log(base / "primary", primary), write_log(base / "secondary", secondary, bad), truth
+    secondary_root = write_log(base / "secondary", secondary, bad)
+    # Two days earlier: partition pruning must skip this hour entirely (it would add a malformed record).
+    far = secondary_root / "namespace=secondary" / "entity=orders" / "date=2026-11-20" / "hour=05"
+    far.mkdir(parents=True)
+    (far / "tap-0001.jsonl").write_text("{not json either\n")
+    return write_log(base / "primary", primary), secondary_root, truth
