@@ -147,6 +147,7 @@ class Namespace(Management, Transactions):
         self._idle_heap: list[tuple[float, int, Any]] = []
         self._callbacks: list[Callable[[str], None]] = []
         self._available: dict[SubQueue, None] = {}
+        self._journal.config = self._config_record()  # a new store learns its namespace; a restore discards
 
     @classmethod
     def open(
@@ -155,9 +156,7 @@ class Namespace(Management, Transactions):
         """A namespace rebuilt exactly from `store` (a new store starts empty with `config`)."""
         ns = cls(config, clock=clock, store=store)
         state = store.load()
-        if state is None:
-            ns._journal.config = ns._config_record()
-        else:
+        if state is not None:
             ns._restore(state, config)
         ns.commit()
         return ns
@@ -173,6 +172,8 @@ class Namespace(Management, Transactions):
         if not available:
             return
         self._available = {}
+        if not self._callbacks:
+            return
         for sq in available:
             path = sq.path
             for cb in self._callbacks:
