@@ -229,23 +229,38 @@ class Management:
 
     # --- queues ---------------------------------------------------------------------------------
 
-    def create_queue(self, props: QueueProperties) -> QueueProperties:
-        props = replace(props, authorization_rules=list(props.authorization_rules))
-        check_queue(props, self.config)
+    def _create_send_target(
+        self, props: Any, cls: type[Queue] | type[Topic], registry: dict[str, Any]
+    ) -> Any:
         key = props.name.lower()
         if key in self._queues or key in self._topics:
             raise EntityAlreadyExistsError.for_path(props.name)
-        self._check_forwarding(props, props.name, props.requires_session)
         self._check_entity_count()
-        props.created_at = props.updated_at = self._now_dt()
         self._check_partitioned_count(props)
-        q = Queue(props, self.config.partition_count)
-        q.accessed = self.clock.now()
-        self._queues[key] = q
-        self._register(q)
-        self._journal.entity(q)
-        self._watch_idle(q)
-        return self._stamp(q.props, q)
+        props.created_at = props.updated_at = self._now_dt()
+        target = cls(props, self.config.partition_count)
+        registry[key] = target
+        return self._added(target)
+
+    def _added(self, entity: Queue | Topic | Subscription) -> Any:
+        entity.accessed = self.clock.now()
+        self._register(entity)
+        self._journal.entity(entity)
+        self._watch_idle(entity)
+        return self._stamp(entity.props, entity)
+
+    def _replace_props(self, entity: Queue | Topic | Subscription, props: Any) -> Any:
+        """An update: the new settable values replace the old; creation time stays."""
+        props.created_at = entity.props.created_at
+        props.updated_at = self._now_dt()
+        entity.props = props
+        return self._added(entity)
+
+    def create_queue(self, props: QueueProperties) -> QueueProperties:
+        props = replace(props, authorization_rules=list(props.authorization_rules))
+        check_queue(props, self.config)
+        self._check_forwarding(props, props.name, props.requires_session)
+        return self._create_send_target(props, Queue, self._queues)
 
     def update_queue(self, props: QueueProperties) -> QueueProperties:
         q = self._queue(props.name)
@@ -253,13 +268,7 @@ class Management:
         check_queue(props, self.config)
         check_create_only("queue", q.props, props)
         self._check_forwarding(props, q.props.name, q.props.requires_session)
-        props.created_at = q.props.created_at
-        props.updated_at = self._now_dt()
-        q.props = props
-        q.accessed = self.clock.now()
-        self._journal.entity(q)
-        self._watch_idle(q)
-        return self._stamp(props, q)
+        return self._replace_props(q, props)
 
     def get_queue(self, name: str) -> QueueProperties:
         q = self._queue(name)
@@ -282,32 +291,14 @@ class Management:
     def create_topic(self, props: TopicProperties) -> TopicProperties:
         props = replace(props, authorization_rules=list(props.authorization_rules))
         check_topic(props, self.config)
-        key = props.name.lower()
-        if key in self._queues or key in self._topics:
-            raise EntityAlreadyExistsError.for_path(props.name)
-        self._check_entity_count()
-        props.created_at = props.updated_at = self._now_dt()
-        self._check_partitioned_count(props)
-        t = Topic(props, self.config.partition_count)
-        t.accessed = self.clock.now()
-        self._topics[key] = t
-        self._register(t)
-        self._journal.entity(t)
-        self._watch_idle(t)
-        return self._stamp(t.props, t)
+        return self._create_send_target(props, Topic, self._topics)
 
     def update_topic(self, props: TopicProperties) -> TopicProperties:
         t = self._topic(props.name)
         props = replace(props, name=t.props.name, authorization_rules=list(props.authorization_rules))
         check_topic(props, self.config)
         check_create_only("topic", t.props, props)
-        props.created_at = t.props.created_at
-        props.updated_at = self._now_dt()
-        t.props = props
-        t.accessed = self.clock.now()
-        self._journal.entity(t)
-        self._watch_idle(t)
-        return self._stamp(props, t)
+        return self._replace_props(t, props)
 
     def get_topic(self, name: str) -> TopicProperties:
         t = self._topic(name)
@@ -354,16 +345,11 @@ class Management:
         check_segment_name("rule", rule.name)
         compiled = compile_rule(rule)
         self._check_filter_quota(topic, [rule])
-        now = self.clock.now()
-        props.created_at = props.updated_at = rule.created_at = to_datetime(now)
+        props.created_at = props.updated_at = rule.created_at = self._now_dt()
         sub = Subscription(topic, props)
-        sub.accessed = now
         sub.rules[rule.name.lower()] = compiled
         topic.subscriptions[props.name.lower()] = sub
-        self._register(sub)
-        self._journal.entity(sub)
-        self._watch_idle(sub)
-        return self._stamp(sub.props, sub)
+        return self._added(sub)
 
     def update_subscription(self, topic_name: str, props: SubscriptionProperties) -> SubscriptionProperties:
         sub = self._subscription(topic_name, props.name)
@@ -371,13 +357,7 @@ class Management:
         check_subscription(props)
         check_create_only("subscription", sub.props, props)
         self._check_forwarding(props, sub.path, sub.props.requires_session)
-        props.created_at = sub.props.created_at
-        props.updated_at = self._now_dt()
-        sub.props = props
-        sub.accessed = self.clock.now()
-        self._journal.entity(sub)
-        self._watch_idle(sub)
-        return self._stamp(props, sub)
+        return self._replace_props(sub, props)
 
     def get_subscription(self, topic_name: str, name: str) -> SubscriptionProperties:
         sub = self._subscription(topic_name, name)
