@@ -5,12 +5,18 @@ asked, immutable properties stop the run before anything changes."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
+import time
 
 import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import ServiceBusAdministrationClient
 
+from patterns.apply import apply_topology
 from patterns.cli import main
-from patterns.federation import active_passive, spillover
+from patterns.federation import active_passive, all_active, spillover
 from patterns.topology import dump_topology, topology_from_dict
 
 NAMESPACES = {"namespaces": {n: {"local": {"amqp_port": 0, "admin_port": 0}}
@@ -141,3 +147,53 @@ def test_forwarding_and_durations_compare_as_the_service_answers(broker, admin, 
     code, out = apply(broker, topology, tmp_path, capsys)
     assert "~ queue orders: lock_duration: PT30S -> PT1M" in out
     assert admin["primary"].get_queue("orders").lock_duration == dt.timedelta(minutes=1)
+
+
+@pytest.mark.slow
+def test_an_applied_all_active_topology_delivers_every_message_everywhere_once(start_broker, tmp_path):
+    """The pattern end to end: the topology applied to three namespaces, the Functions app's tasks run by the
+    local host (`sbfed functions run`), messages published in every namespace."""
+    names = ("a", "b", "c")
+    server = start_broker({"namespaces": {n: {"local": {"amqp_port": 0, "admin_port": 0}} for n in names}})
+    clients = {n: ServiceBusAdministrationClient.from_connection_string(
+        server.namespaces[n].admin_connection_string, connection_verify=server.cert_path) for n in names}
+    topology = all_active(list(names), audit_sink=str(tmp_path / "audit"))
+    apply_topology(topology, clients, report=lambda line: None)
+    path = tmp_path / "all-active.yaml"
+    dump_topology(topology, path)
+    strings = {n.upper(): server.namespaces[n].connection_string for n in names}
+    host = subprocess.Popen([sys.executable, "-m", "sbfed", "functions", "run", "--topology", str(path)],
+                            env={**os.environ, **strings}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for n in names:
+            with ServiceBusClient.from_connection_string(strings[n.upper()]) as client, \
+                    client.get_topic_sender("events") as sender:
+                sender.send_messages([ServiceBusMessage(b"x", message_id=f"{n}-{i}") for i in range(10)])
+        received = {n: receive_all(strings[n.upper()], expected=30) for n in names}
+    finally:
+        host.terminate()
+        host.wait(30)
+    everything = sorted(f"{n}-{i}" for n in names for i in range(10))
+    assert {n: sorted(ids) for n, ids in received.items()} == {n: everything for n in names}
+    for n in names:  # nothing is left to replicate: no copy is on its way back
+        for peer in names:
+            if peer != n:
+                runtime = clients[n].get_subscription_runtime_properties("events", f"to-{peer}")
+                assert runtime.active_message_count == 0
+
+
+def receive_all(connection_string, *, expected, timeout=60.0):
+    """Receive from the consumer subscription until `expected` arrived and nothing more comes for 1 s."""
+    ids = []
+    deadline = time.monotonic() + timeout
+    with ServiceBusClient.from_connection_string(connection_string) as client, \
+            client.get_subscription_receiver("events", "consumer") as receiver:
+        while time.monotonic() < deadline:
+            batch = receiver.receive_messages(max_message_count=50, max_wait_time=1)
+            for message in batch:
+                ids.append(message.message_id)
+                receiver.complete_message(message)
+            if not batch and len(ids) >= expected:
+                break
+    return ids
