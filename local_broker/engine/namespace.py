@@ -25,6 +25,7 @@ from local_broker.engine.entities import (
     Topic,
 )
 from local_broker.engine.errors import (
+    ArgumentError,
     EntityDisabledError,
     EntityNotFoundError,
     MessageLockLostError,
@@ -52,6 +53,7 @@ from local_broker.engine.transactions import Transactions
 from local_broker.engine.validation import MAX_ID_LENGTH, check_message_ids
 from local_broker.rules.errors import FilterEvaluationError
 from local_broker.store.base import MemoryStore, Store
+from local_broker.store.codec import unstorable
 
 ACTIVE = MessageState.ACTIVE
 DEFERRED = MessageState.DEFERRED
@@ -276,6 +278,8 @@ class Namespace(Management, Transactions):
         partitioned = target.partitioned
         total = 0
         for m in messages:
+            if m.application_properties or m.annotations:
+                self._check_properties(m)
             size = message_size(m)
             if size > max_size:
                 raise MessageSizeExceededError(
@@ -306,6 +310,17 @@ class Namespace(Management, Transactions):
         if error is not None:
             raise error
         return total
+
+    @staticmethod
+    def _check_properties(m: Message) -> None:
+        checks = (("application property", m.application_properties), ("annotation", m.annotations))
+        for kind, props in checks:
+            bad = unstorable(props) if props else None
+            if bad is not None:
+                raise ArgumentError(
+                    f"The {kind} {bad} has a type Service Bus cannot carry: {type(props.get(bad)).__name__}.",
+                    "application_properties" if kind == "application property" else "annotations",
+                )
 
     def send(self, path: str, messages: Message | list[Message]) -> None:
         """Accept one message or a batch atomically (all validated before any is enqueued)."""

@@ -84,6 +84,31 @@ def decode_value(value: Any) -> Any:
     raise ValueError(f"unknown stored value tag {tag!r}")
 
 
+_STORABLE = (str, int, float, bool, type(None), bytes, bytearray, memoryview, datetime, timedelta, uuid.UUID)
+
+
+def unstorable(props: dict[Any, Any]) -> str | None:
+    """The first key whose name or value the store cannot keep (None when all can be kept).
+
+    Keys must be strings; values simple types, or lists/dicts of them. Subclasses are kept as their
+    base type (an AMQP symbol comes back as str, a ulong as int).
+    """
+    for k, v in props.items():
+        if not isinstance(k, str):
+            return repr(k)
+        if type(v) in _PLAIN:
+            continue
+        if isinstance(v, list | tuple):
+            if any(unstorable({"": x}) for x in v):
+                return k
+        elif isinstance(v, dict):
+            if any(unstorable({"": x}) for x in v.values()) or any(unstorable({"": x}) for x in v):
+                return k
+        elif not isinstance(v, _STORABLE):
+            return k
+    return None
+
+
 def encode_properties(props: dict[str, Any] | None) -> dict[str, Any] | None:
     """Application properties / annotations: plain values pass through, others are tagged."""
     if props is None:

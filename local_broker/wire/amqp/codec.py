@@ -3,7 +3,7 @@
 proton's `Message` re-encodes a message and loses details the SDK depends on (delivery-count 0, the
 exact types of properties, described bodies), so the broker works on the encoded sections instead:
 the header, message-annotations, properties and application-properties are decoded to Python values
-(proton `Data`, which keeps AMQP types such as `symbol`, `timestamp`, `int32`), and everything from the
+(values.py; `symbol` and `timestamp` keep their AMQP type), and everything from the
 body on (data / amqp-sequence / amqp-value sections and the footer) is kept as raw bytes and sent back
 verbatim. Delivery-annotations are hop-by-hop and dropped.
 """
@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton import Array, Data, Described
+from local_broker.wire.amqp.values import decode_value, encode_value
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES = range(0x70, 0x75)
 DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = range(0x75, 0x79)
@@ -90,39 +90,9 @@ def split_sections(buf: bytes) -> list[tuple[int, int, int]]:
     return sections
 
 
-def decode_value(buf: bytes) -> Any:
-    """The Python value of one encoded AMQP value, owning its bytes."""
-    data = Data()
-    data.decode(buf)
-    data.rewind()
-    data.next()
-    return _owned(data.get_object())
-
-
-def _decode_value(buf: bytes) -> Any:
+def _decode_value(section: bytes) -> Any:
     """The Python value of one encoded section's content (the descriptor is dropped)."""
-    return decode_value(buf).value
-
-
-def _owned(value: Any) -> Any:
-    """proton returns binaries as memoryviews into the `Data` buffer, which dies with it: copy them out."""
-    if isinstance(value, memoryview):
-        return bytes(value)
-    if isinstance(value, dict):
-        return type(value)((_owned(k), _owned(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return [_owned(v) for v in value]
-    if isinstance(value, Described):
-        return Described(value.descriptor, _owned(value.value))
-    if isinstance(value, Array):
-        return Array(value.descriptor, value.type, *(_owned(v) for v in value.elements))
-    return value
-
-
-def encode_value(value: Any) -> bytes:
-    data = Data()
-    data.put_object(value)
-    return bytes(data.encode())
+    return decode_value(section[3:] if section[1] == 0x53 else section[10:])
 
 
 def described(code: int, encoded_value: bytes) -> bytes:

@@ -26,7 +26,7 @@ from proton import Endpoint, Handler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from local_broker.engine import BrokerError
-from local_broker.wire.amqp.compat import error
+from local_broker.wire.amqp.compat import GreedyIO, error
 from local_broker.wire.amqp.logs import log_event, quiet_proton_socket_noise
 
 log = logging.getLogger("local_broker.amqp")
@@ -82,7 +82,7 @@ class EngineThread(Handler):
     def __init__(self) -> None:
         super().__init__()
         quiet_proton_socket_noise()
-        self.container = Container(Guarded(self))
+        self.container = Container(Guarded(self), global_handler=GreedyIO())
         self.container.container_id = "sbfed-local-broker"
         self.participants: list[TurnParticipant] = []
         self.after_commit: list[Callable[[], None]] = []

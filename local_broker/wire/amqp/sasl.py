@@ -36,9 +36,9 @@ from proton.reactor import Container
 from local_broker.auth import Claim, NamespaceAuth
 from local_broker.engine import BrokerError
 from local_broker.faults import NamespaceFaults
-from local_broker.wire.amqp.codec import decode_value
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import Guarded
+from local_broker.wire.amqp.values import decode_value
 
 log = logging.getLogger("local_broker.amqp")
 

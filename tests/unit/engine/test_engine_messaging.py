@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from local_broker.engine import (
+    ArgumentError,
     EntityDisabledError,
     EntityNotFoundError,
     EntityStatus,
@@ -397,3 +398,14 @@ def test_typed_application_properties_are_kept(ns: Namespace, queue: str) -> Non
     ns.send(queue, msg(application_properties=dict(props), annotations={"x-custom": 1}))
     (m,) = ns.receive(queue, 1)
     assert m.application_properties == props and m.annotations == {"x-custom": 1}
+
+
+def test_properties_the_store_cannot_keep_are_refused(ns: Namespace, queue: str) -> None:
+    with pytest.raises(ArgumentError) as err:
+        ns.send(queue, msg(application_properties={"obj": object()}))
+    assert "obj" in err.value.description and err.value.http_status == 400
+    with pytest.raises(ArgumentError):
+        ns.send(queue, msg(annotations={1: "int key"}))
+    ns.send(queue, msg(annotations={"x-list": [1, "a", b"b"], "x-map": {"k": 1.5}}))
+    (m,) = ns.receive(queue, 1)
+    assert m.annotations == {"x-list": [1, "a", b"b"], "x-map": {"k": 1.5}}

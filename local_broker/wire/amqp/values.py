@@ -1,0 +1,193 @@
+"""AMQP 1.0 primitive values <-> Python, in pure Python for the per-message hot path.
+
+proton's `Data` goes through cffi for every item and costs tens of microseconds per section; the
+values Service Bus messages carry (null, booleans, integers, strings, symbols, binaries, uuids,
+timestamps, lists and maps of those) are decoded and encoded here directly. Anything else (described
+values, arrays, decimals, chars, floats) falls back to proton `Data`, so every valid value still works.
+Decoded values keep proton's marker types where the type matters on the way back: `symbol`, `timestamp`.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from datetime import datetime
+from typing import Any
+
+from proton import Array, Data, Described, int32, symbol, timestamp, uint, ulong
+
+_B = struct.Struct(">b")
+_H = struct.Struct(">H")
+_h = struct.Struct(">h")
+_I = struct.Struct(">I")
+_i = struct.Struct(">i")
+_Q = struct.Struct(">Q")
+_q = struct.Struct(">q")
+_d = struct.Struct(">d")
+
+
+class _Fallback(Exception):
+    """A value this module does not decode itself."""
+
+
+def _read(buf: bytes, pos: int) -> tuple[Any, int]:
+    code = buf[pos]
+    pos += 1
+    if code == 0x40:
+        return None, pos
+    if code == 0x41:
+        return True, pos
+    if code == 0x42:
+        return False, pos
+    if code in (0x43, 0x44):
+        return 0, pos
+    if code == 0x45:
+        return [], pos
+    if code in (0x50, 0x52, 0x53):
+        return buf[pos], pos + 1
+    if code in (0x51, 0x54, 0x55):
+        return _B.unpack_from(buf, pos)[0], pos + 1
+    if code == 0x56:
+        return buf[pos] != 0, pos + 1
+    if code == 0x60:
+        return _H.unpack_from(buf, pos)[0], pos + 2
+    if code == 0x61:
+        return _h.unpack_from(buf, pos)[0], pos + 2
+    if code == 0x70:
+        return _I.unpack_from(buf, pos)[0], pos + 4
+    if code == 0x71:
+        return _i.unpack_from(buf, pos)[0], pos + 4
+    if code == 0x80:
+        return _Q.unpack_from(buf, pos)[0], pos + 8
+    if code == 0x81:
+        return _q.unpack_from(buf, pos)[0], pos + 8
+    if code == 0x82:
+        return _d.unpack_from(buf, pos)[0], pos + 8
+    if code == 0x83:
+        return timestamp(_q.unpack_from(buf, pos)[0]), pos + 8
+    if code == 0x98:
+        return uuid.UUID(bytes=bytes(buf[pos:pos + 16])), pos + 16
+    if code in (0xA0, 0xA1, 0xA3):
+        size = buf[pos]
+        pos += 1
+    elif code in (0xB0, 0xB1, 0xB3):
+        size = _I.unpack_from(buf, pos)[0]
+        pos += 4
+    elif code in (0xC0, 0xC1):
+        return _compound(buf, code == 0xC1, buf[pos + 1], pos + 2, pos + 1 + buf[pos])
+    elif code in (0xD0, 0xD1):
+        size, count = _I.unpack_from(buf, pos)[0], _I.unpack_from(buf, pos + 4)[0]
+        return _compound(buf, code == 0xD1, count, pos + 8, pos + 4 + size)
+    else:
+        raise _Fallback
+    end = pos + size
+    if end > len(buf):
+        raise IndexError("truncated value")
+    raw = bytes(buf[pos:end])
+    if code in (0xA0, 0xB0):
+        return raw, end
+    text = raw.decode("utf-8")
+    return (symbol(text) if code in (0xA3, 0xB3) else text), end
+
+
+def _compound(buf: bytes, is_map: bool, count: int, pos: int, end: int) -> tuple[Any, int]:
+    items = []
+    for _ in range(count):
+        item, pos = _read(buf, pos)
+        items.append(item)
+    if pos != end:
+        raise IndexError("compound size mismatch")
+    if is_map:
+        return dict(zip(items[::2], items[1::2], strict=True)), end
+    return items, end
+
+
+def decode_value(buf: bytes) -> Any:
+    """The value encoded at the start of `buf` (binaries as owned `bytes`)."""
+    try:
+        return _read(buf, 0)[0]
+    except _Fallback:
+        pass
+    data = Data()
+    data.decode(bytes(buf))
+    data.rewind()
+    data.next()
+    return _owned(data.get_object())
+
+
+def _owned(value: Any) -> Any:
+    """proton returns binaries as memoryviews into the `Data` buffer, which dies with it: copy them out."""
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return type(value)((_owned(k), _owned(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_owned(v) for v in value]
+    if isinstance(value, Described):
+        return Described(value.descriptor, _owned(value.value))
+    if isinstance(value, Array):
+        return Array(value.descriptor, value.type, *(_owned(v) for v in value.elements))
+    return value
+
+
+def _sized(small: int, large: int, payload: bytes) -> bytes:
+    if len(payload) < 256:
+        return bytes((small, len(payload))) + payload
+    return bytes((large,)) + _I.pack(len(payload)) + payload
+
+
+def _write(value: Any, out: list[bytes]) -> None:
+    kind = type(value)
+    if value is None:
+        out.append(b"\x40")
+    elif kind is bool:
+        out.append(b"\x41" if value else b"\x42")
+    elif kind is int:
+        if -128 <= value <= 127:
+            out.append(b"\x55" + _B.pack(value))
+        elif -(1 << 63) <= value < (1 << 63):
+            out.append(b"\x81" + _q.pack(value))
+        else:
+            out.append(b"\x80" + _Q.pack(value))
+    elif kind is str:
+        out.append(_sized(0xA1, 0xB1, value.encode("utf-8")))
+    elif kind is symbol:
+        out.append(_sized(0xA3, 0xB3, value.encode("utf-8")))
+    elif kind is bytes or kind is bytearray or kind is memoryview:
+        out.append(_sized(0xA0, 0xB0, bytes(value)))
+    elif kind is timestamp:
+        out.append(b"\x83" + _q.pack(value))
+    elif kind is datetime:
+        out.append(b"\x83" + _q.pack(round(value.timestamp() * 1000)))
+    elif kind is uuid.UUID:
+        out.append(b"\x98" + value.bytes)
+    elif kind is float:
+        out.append(b"\x82" + _d.pack(value))
+    elif kind is uint:
+        out.append(b"\x70" + _I.pack(value))
+    elif kind is ulong:
+        out.append(b"\x80" + _Q.pack(value))
+    elif kind is int32:
+        out.append(b"\x71" + _i.pack(value))
+    elif kind is dict:
+        _write_compound(0xD1, [x for pair in value.items() for x in pair], 2 * len(value), out)
+    elif kind is list:
+        _write_compound(0xD0, value, len(value), out)
+    else:
+        data = Data()
+        data.put_object(value)
+        out.append(bytes(data.encode()))
+
+
+def _write_compound(code: int, items: Any, count: int, out: list[bytes]) -> None:
+    parts: list[bytes] = []
+    for item in items:
+        _write(item, parts)
+    body = b"".join(parts)
+    out.append(bytes((code,)) + _I.pack(len(body) + 4) + _I.pack(count) + body)
+
+
+def encode_value(value: Any) -> bytes:
+    out: list[bytes] = []
+    _write(value, out)
+    return b"".join(out)
