@@ -151,4 +151,8 @@ def _client(name: str, connection_string: str | None, topology: Topology,
     if not connection_string:
         raise TopologyError(f"namespace '{name}' has no connection string: pass "
                             f"--namespace {name}=<connection string> or set {' or '.join(settings)}")
+    if "usedevelopmentemulator=true" in connection_string.replace(" ", "").lower():
+        raise TopologyError(f"namespace '{name}': that is an AMQP connection string (UseDevelopmentEmulator);"
+                            " the admin client needs the HTTPS management endpoint: for the local broker pass"
+                            " its admin connection string (`sbfed broker serve --print-json` shows it)")
     return ServiceBusAdministrationClient.from_connection_string(connection_string, connection_verify=verify)

@@ -44,3 +44,6 @@ def test_apply_needs_a_connection_for_every_namespace(tmp_path, capsys, monkeypa
     assert "--namespace tertiary: not in" in capsys.readouterr().err
     assert main(["apply", "--topology", str(topology)]) == 2
     assert "pass --namespace primary=<connection string> or set PRIMARY" in capsys.readouterr().err
+    amqp = "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=s;UseDevelopmentEmulator=true"
+    assert main(["apply", "--topology", str(topology), "--namespace", f"primary={amqp}"]) == 2
+    assert "admin connection string" in capsys.readouterr().err
