@@ -77,7 +77,7 @@ def import_app(path: str | Path) -> func.FunctionApp:
 def service_bus_triggers(app: func.FunctionApp) -> list[ServiceBusTrigger]:
     """Every function whose trigger is `serviceBusTrigger`; other functions are listed and skipped."""
     triggers = []
-    for function in app.get_functions():  # once per app: a second call fails on duplicate names
+    for function in _functions_of(app):
         binding = function.get_trigger()
         raw = {k: _plain(v) for k, v in binding.get_dict_repr().items()}
         if raw.get("type") != SERVICE_BUS_TRIGGER:
@@ -87,6 +87,27 @@ def service_bus_triggers(app: func.FunctionApp) -> list[ServiceBusTrigger]:
             continue
         triggers.append(_trigger(function, raw))
     return triggers
+
+
+def _functions_of(app: func.FunctionApp) -> list[Any]:
+    """`get_functions()`, once per app (a second call fails on duplicate names), without its warning that
+    HTTP auth levels do not apply: this host runs no HTTP functions."""
+    root = logging.getLogger()
+    quiet = _DropMessage("Auth level is not applied")
+    root.addFilter(quiet)
+    try:
+        return app.get_functions()
+    finally:
+        root.removeFilter(quiet)
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self._prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self._prefix)
 
 
 def _trigger(function: Any, raw: dict[str, Any]) -> ServiceBusTrigger:

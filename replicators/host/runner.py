@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,7 @@ class TriggerRunner:
         self._stop = stop
         self._client_kwargs = client_kwargs or {}
         self._threads: list[threading.Thread] = []
+        self._awaiting_session: set[str] = set()
         self._renewer = AutoLockRenewer(
             max_lock_renewal_duration=options.lock_renewal.total_seconds(),
             on_lock_renew_failure=self._lock_renew_failed,
@@ -97,17 +99,27 @@ class TriggerRunner:
             self._threads.append(thread)
 
     def join(self, timeout: float | None = None) -> None:
+        """Wait for every worker that may hold messages. A worker still waiting for the broker to hand it
+        a session holds none; it leaves on its own once the broker answers (it sees the stop event)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            while thread.is_alive() and thread.name not in self._awaiting_session:
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                thread.join(0.05)
         self._renewer.close()
 
     # receiving
 
     def _work(self) -> None:
+        name = threading.current_thread().name
         with self._connection.client(**self._client_kwargs) as client:
             while not self._stop.is_set():
+                if self.trigger.sessions:
+                    self._awaiting_session.add(name)
                 try:
                     with self._receiver(client) as receiver:
+                        self._awaiting_session.discard(name)
                         self._drain(receiver)
                 except OperationTimeoutError:
                     continue  # no session became available within the idle timeout
@@ -142,14 +154,19 @@ class TriggerRunner:
         )
 
     def _drain(self, receiver: ServiceBusReceiver) -> None:
-        """Receive and process batches until stopped; a session receiver gives its session up when idle."""
-        wait = self.options.session_idle if self.trigger.sessions else self.options.batch_wait
+        """Receive and process batches until stopped; a session receiver gives its session up once it has
+        been idle for `sessionIdleTimeout`, so other sessions get their turn."""
+        idle_since = time.monotonic()
         while not self._stop.is_set():
             messages = receiver.receive_messages(
-                max_message_count=self.options.batch_size, max_wait_time=wait.total_seconds()
+                max_message_count=self.options.batch_size,
+                max_wait_time=self.options.batch_wait.total_seconds(),
             )
             if not messages:
-                if self.trigger.sessions:
+                if (
+                    self.trigger.sessions
+                    and time.monotonic() - idle_since >= self.options.session_idle.total_seconds()
+                ):
                     return
                 continue
             if self.trigger.many:
@@ -157,6 +174,7 @@ class TriggerRunner:
             else:
                 for message in messages:
                     self._process(receiver, [message])
+            idle_since = time.monotonic()
 
     # invoking and settling
 
