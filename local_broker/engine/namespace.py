@@ -391,7 +391,7 @@ class Namespace(Management, Transactions):
 
     def _accept(self, target: Queue | Topic, m: Message, now: float, force_schedule: bool) -> int:
         """A message arriving at a queue or topic (from a sender or a forward); returns its number."""
-        key = self._dedup_key(target, m)
+        key = self._dedup_key(target, m) if target.props.requires_duplicate_detection else None
         if key is not None:
             window = target.props.duplicate_detection_history_time_window.total_seconds()
             dedup = target.dedup
@@ -701,7 +701,7 @@ class Namespace(Management, Transactions):
         main = sq.kind is MAIN
         locked = sq.locked
         session_locked = s.locked if s is not None else None
-        touch = self._journal.touch
+        touch = self._journal.touch if self._store.journaled else None
         pop = ready.pop
         new_token = self._tokens.new
         expiring: list[tuple[Message, uuid.UUID]] = []
@@ -721,7 +721,8 @@ class Namespace(Management, Transactions):
                     expiring.append((m, token))
                 else:
                     session_locked[token.int] = m
-                touch(m)
+                if touch is not None:
+                    touch(m)
             else:
                 self._remove(m)
             out.append(m)
