@@ -12,7 +12,7 @@ from typing import Any
 from azure.core.exceptions import ResourceNotFoundError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
-from patterns.diff import Change, NamespaceState, action_key, plan, sdk_action, sdk_filter
+from patterns.diff import Change, NamespaceState, action_key, filter_key, plan, sdk_action, sdk_filter
 from patterns.durations import iso_duration
 from patterns.topology import NamespaceSpec, Topology
 
@@ -143,8 +143,7 @@ def _differences(change: Change) -> str:
 
 def _rule_text(change: Change) -> str:
     assert change.rule is not None
-    kind = change.rule.filter_kind
-    text = f"{kind}: {change.rule.filter[kind]}" if kind in ("sql", "correlation") else kind
+    text = _text(filter_key(sdk_filter(change.rule)))
     action = action_key(sdk_action(change.rule))
     return f"{text}; action: {action}" if action else text
 
@@ -152,6 +151,12 @@ def _rule_text(change: Change) -> str:
 def _text(value: Any) -> str:
     if isinstance(value, dt.timedelta):
         return iso_duration(value)
-    if isinstance(value, tuple) and value and value[0] in ("sql", "correlation", "true", "false"):
-        return f"{value[0]} {value[1]}" if len(value) > 1 else value[0]
+    if isinstance(value, tuple) and value and value[0] in ("true", "false"):
+        return value[0]
+    if isinstance(value, tuple) and value and value[0] == "sql":
+        _, expression, parameters = value
+        return f"sql {expression}" + (f" with {dict(parameters)}" if parameters else "")
+    if isinstance(value, tuple) and value and value[0] == "correlation":
+        _, fields, properties = value
+        return "correlation " + ", ".join(f"{k}={v!r}" for k, v in (*fields, *properties))
     return str(value)

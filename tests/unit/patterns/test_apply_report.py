@@ -13,6 +13,10 @@ def test_each_kind_of_change_reads_as_one_line():
         Change("create", "queue", ("orders",),
                {"lock_duration": dt.timedelta(seconds=30), "max_delivery_count": 5}),
         Change("create", "rule", ("events", "to-b", "replication"), rule=rule),
+        Change("create", "rule", ("events", "vip", "vip"),
+               rule=RuleSpec("vip", {"correlation": {"label": "vip", "properties": {"tier": 1}}})),
+        Change("create", "rule", ("events", "big", "big"),
+               rule=RuleSpec("big", {"sql": "amount > @min", "parameters": {"@min": 10}})),
         Change("update", "subscription", ("events", "consumer"),
                differences=(Difference("lock_duration", dt.timedelta(minutes=1), dt.timedelta(seconds=45)),)),
         Change("delete", "rule", ("events", "to-b", "$Default")),
@@ -21,7 +25,9 @@ def test_each_kind_of_change_reads_as_one_line():
     )]
     assert lines == [
         "+ queue orders (lock_duration=PT30S, max_delivery_count=5)",
-        "+ rule events/to-b/replication (filter sql: replication IS NULL; action: SET replication = 1)",
+        "+ rule events/to-b/replication (filter sql replication IS NULL; action: SET replication = 1)",
+        "+ rule events/vip/vip (filter correlation label='vip', tier=1)",
+        "+ rule events/big/big (filter sql amount > @min with {'@min': 10})",
         "~ subscription events/consumer: lock_duration: PT1M -> PT45S",
         "- rule events/to-b/$Default",
         "? queue legacy: not in the topology; kept (--delete-extra removes it)",
