@@ -8,9 +8,7 @@ from collections import Counter
 
 import pytest
 
-from local_broker.rules.actions import compile_action
-from local_broker.rules.filters import compile_filter
-from local_broker.rules.target import MessageProperties
+from local_broker.rules import MessageProperties, compile_action, compile_filter
 from patterns.federation import active_passive, all_active, spillover
 from replicators.copy import copy_message
 from replicators.message import AmqpBody, SourceMessage
