@@ -1,6 +1,8 @@
-"""The Service Bus SQL filter and action language, compiled once per rule into Python closures.
+"""The Service Bus SQL filter and action language, compiled once per rule into generated Python.
 
-A pure library (stdlib + lark). The engine uses exactly this:
+A pure library (stdlib + lark). lark parses (LALR); the compiler turns the tree into the source of
+one Python function per filter (and per action value) and compiles it once with `compile()`, so a
+message is filtered by one plain function call, never by walking a tree. The engine uses exactly this:
 
     f = compile_filter("sys.Label LIKE '%bus%' AND color = @c", parameters={"@c": "red"})
     f.matches(message) -> bool     # True only when the condition is TRUE (FALSE and UNKNOWN -> False)
@@ -8,6 +10,7 @@ A pure library (stdlib + lark). The engine uses exactly this:
     a.apply(message) -> None       # mutates the message in place
     c = compile_correlation_filter(correlation_id=..., label=..., properties={...})
     c.matches(message) -> bool
+    f.condition(message) -> True | False | None   # the three-valued outcome (None = UNKNOWN)
 
 `message` is any RuleTarget: `application_properties` (a dict keeping the senders' key casing) and
 `get_system_property(name)` / `set_system_property(name, value)` with the canonical names of
@@ -18,7 +21,8 @@ Errors
 * RuleSyntaxError(ValueError) when a rule is created: `.position` (1-based character offset),
   `.line`, `.column`, and a message such as "Syntax error at column 17: unexpected 'AND'; expected an
   expression". Also raised for unknown `sys.` names, unknown scopes, functions and parameters, a
-  value where a condition is needed, texts over 1,024 characters, actions over 32 statements,
+  value where a condition is needed, texts over 1,024 characters, operators nested more than 128
+  deep, actions over 32 statements,
   actions assigning broker-owned system properties, and constants that cannot be assigned
   (e.g. `SET sys.TimeToLive = 'soon'`). The engine maps it to the 400 / argument error.
 * FilterEvaluationError(type_name, message) when a rule runs on a message; `.type_name` is the .NET
@@ -27,7 +31,9 @@ Errors
 
 Semantics (choices where the documentation is silent are marked [choice])
 * Names: keywords and `sys.` names are case-insensitive; user property names are matched ignoring
-  case (an exact-case key wins); bare names are `user.` names. `[name]` and `"name"` quote any name.
+  case, character by character (an exact-case key wins; if a message holds several other casings of
+  one name, which one is read is unspecified); bare names are `user.` names. `[name]` and `"name"`
+  quote any name; keywords (AND OR NOT IS NULL IN LIKE ESCAPE EXISTS TRUE FALSE SET REMOVE) are reserved.
 * Three-valued logic: a missing user property, or one holding None, is UNKNOWN; arithmetic and
   comparisons with UNKNOWN are UNKNOWN; `x IS NULL` is TRUE for a missing or None property;
   `EXISTS(x)` is TRUE for a present property even if it holds None [choice]; `[NOT] IN` is UNKNOWN

@@ -250,7 +250,7 @@ def ref_arithmetic(op: str, a: Any, b: Any) -> Any:
     if {ka, kb} <= {"int", "float"}:
         a, b = float(a), float(b)
         if op == "/" and b == 0:
-            return math.nan if a == 0 else math.copysign(math.inf, a) * math.copysign(1.0, b)
+            return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
         if op == "%":
             return math.nan if b == 0 or math.isinf(a) else math.fmod(a, b)
         return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else 0}[op]
