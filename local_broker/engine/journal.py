@@ -95,6 +95,19 @@ class Journal:
     # --- commit ---------------------------------------------------------------------------------
 
     def commit(self, record_of: Callable[[Any], tuple[str, dict[str, Any]]]) -> None:
+        if not (
+            self.full
+            or self.state
+            or self.deleted
+            or self.entities
+            or self.entities_deleted
+            or self.counters
+            or self.dedup_put
+            or self.dedup_prune
+            or self.session_states
+            or self.config
+        ):
+            return
         full = self.full
         changes = ChangeSet(
             config=self.config,
