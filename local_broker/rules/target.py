@@ -6,50 +6,35 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-# SQL name (lower case, as written after `sys.`) -> canonical system property name.
-SYSTEM_PROPERTIES: dict[str, str] = {
-    name.lower(): name
-    for name in (
-        "MessageId",
-        "CorrelationId",
-        "Label",
-        "To",
-        "ReplyTo",
-        "ReplyToSessionId",
-        "SessionId",
-        "ContentType",
-        "TimeToLive",
-        "ScheduledEnqueueTimeUtc",
-        "EnqueuedTimeUtc",
-        "SequenceNumber",
-        "EnqueuedSequenceNumber",
-        "DeliveryCount",
-        "Size",
-        "PartitionKey",
-        "LockedUntilUtc",
-        "ExpiresAtUtc",
-        "State",
-        "DeadLetterSource",
-    )
-}
-SYSTEM_PROPERTIES["subject"] = "Label"
-
-# The "publicly settable" system properties a rule action may assign or remove.
-SETTABLE_SYSTEM_PROPERTIES: frozenset[str] = frozenset(
-    {
-        "MessageId",
-        "CorrelationId",
-        "Label",
-        "To",
-        "ReplyTo",
-        "ReplyToSessionId",
-        "SessionId",
-        "ContentType",
-        "TimeToLive",
-        "ScheduledEnqueueTimeUtc",
-        "PartitionKey",
-    }
+# The "publicly settable" system properties a rule action may assign or remove, and those the broker owns.
+_SETTABLE = (
+    "MessageId",
+    "CorrelationId",
+    "Label",
+    "To",
+    "ReplyTo",
+    "ReplyToSessionId",
+    "SessionId",
+    "ContentType",
+    "TimeToLive",
+    "ScheduledEnqueueTimeUtc",
+    "PartitionKey",
 )
+_BROKER_OWNED = (
+    "EnqueuedTimeUtc",
+    "SequenceNumber",
+    "EnqueuedSequenceNumber",
+    "DeliveryCount",
+    "Size",
+    "LockedUntilUtc",
+    "ExpiresAtUtc",
+    "State",
+    "DeadLetterSource",
+)
+SETTABLE_SYSTEM_PROPERTIES: frozenset[str] = frozenset(_SETTABLE)
+# SQL name (lower case, as written after `sys.`) -> canonical system property name.
+SYSTEM_PROPERTIES: dict[str, str] = {name.lower(): name for name in _SETTABLE + _BROKER_OWNED}
+SYSTEM_PROPERTIES["subject"] = "Label"
 
 
 @runtime_checkable
