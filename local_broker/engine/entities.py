@@ -27,17 +27,20 @@ class LockTokens:
     Unique and cheap (uuid4() costs a system call per token); tokens are identifiers, not secrets.
     """
 
-    __slots__ = ("_next",)
+    __slots__ = ("new",)
 
     def __init__(self) -> None:
-        base = uuid.uuid4().int & ~((1 << 48) - 1)
-        self._next = itertools.count(base + 1).__next__
+        counter = itertools.count((uuid.uuid4().int & ~((1 << 48) - 1)) + 1).__next__
 
-    def new(self) -> uuid.UUID:
-        token = _new_uuid(uuid.UUID)
-        _set(token, "int", self._next())
-        _set(token, "is_safe", _UNKNOWN_SAFETY)
-        return token
+        def new(
+            _counter: Any = counter, _make: Any = _new_uuid, _cls: type = uuid.UUID, _set: Any = _set
+        ) -> uuid.UUID:
+            token = _make(_cls)
+            _set(token, "int", _counter())
+            _set(token, "is_safe", _UNKNOWN_SAFETY)
+            return token
+
+        self.new = new
 
 
 class SubQueueKind(IntEnum):

@@ -564,5 +564,5 @@ class Management:
             self._place(sq, m)  # type: ignore[attr-defined]
             if token is not None:
                 sq.locked[token.int] = m
-                heapq.heappush(self._lock_heap, (m.locked_until, next(self._ticket), [(m, token)]))
+                heapq.heappush(self._lock_heap, (m.locked_until, next(self._ticket), [m]))
         self._uids = itertools.count(top_uid + 1)

@@ -140,7 +140,7 @@ class Namespace(Management, Transactions):
         self._addresses: dict[str, Any] = {}
         self._uids = itertools.count(1)
         self._ticket = itertools.count()
-        self._lock_heap: list[tuple[float, int, list[tuple[Message, uuid.UUID]]]] = []
+        self._lock_heap: list[tuple[float, int, list[Message]]] = []  # messages locked until then
         self._tokens = LockTokens()
         self._session_heap: list[tuple[float, int, SubQueue, SessionLock]] = []
         self._ttl_heap: list[tuple[float, int, Message]] = []
@@ -704,7 +704,7 @@ class Namespace(Management, Transactions):
         touch = self._journal.touch if self._store.journaled else None
         pop = ready.pop
         new_token = self._tokens.new
-        expiring: list[tuple[Message, uuid.UUID]] = []
+        expiring: list[Message] = []
         while len(out) < max_count:
             m = pop()
             if m is None:
@@ -718,7 +718,7 @@ class Namespace(Management, Transactions):
                 m.locked_until = locked_until
                 locked[token.int] = m
                 if session_locked is None:
-                    expiring.append((m, token))
+                    expiring.append(m)
                 else:
                     session_locked[token.int] = m
                 if touch is not None:
@@ -802,7 +802,7 @@ class Namespace(Management, Transactions):
             if lock is not None:
                 sq.session(session_id).locked[token.int] = m  # type: ignore[arg-type]
             else:
-                heapq.heappush(self._lock_heap, (locked_until, next(self._ticket), [(m, token)]))
+                heapq.heappush(self._lock_heap, (locked_until, next(self._ticket), [m]))
             self._journal.touch(m)
         return found
 
@@ -913,7 +913,7 @@ class Namespace(Management, Transactions):
                 )
             until = now + sq.entity.props.lock_duration.total_seconds()
             m.locked_until = until
-            heapq.heappush(self._lock_heap, (until, next(self._ticket), [(m, m.lock_token)]))
+            heapq.heappush(self._lock_heap, (until, next(self._ticket), [m]))
             self._journal.touch(m)
             out.append(until)
         return out
@@ -1043,7 +1043,7 @@ class Namespace(Management, Transactions):
     def _purge_stale(self) -> None:
         """Drop heap tops that mean nothing any more (settled, renewed, cancelled): exact deadlines."""
         heap = self._lock_heap
-        while heap and not any(m.lock_token is t and m.locked_until == heap[0][0] for m, t in heap[0][2]):
+        while heap and not any(m.lock_token is not None and m.locked_until == heap[0][0] for m in heap[0][2]):
             heapq.heappop(heap)
         sheap = self._session_heap
         while sheap and not (
@@ -1080,8 +1080,8 @@ class Namespace(Management, Transactions):
         now = self.clock.now()
         heap = self._lock_heap
         while heap and heap[0][0] <= now:
-            for m, token in heapq.heappop(heap)[2]:
-                if m.lock_token is token and m.entity is not None and m.locked_until <= now:  # type: ignore[operator]
+            for m in heapq.heappop(heap)[2]:  # whichever lock a message holds now: expired if its time passed
+                if m.lock_token is not None and m.entity is not None and m.locked_until <= now:  # type: ignore[operator]
                     self._return(m, True, now)
         sheap = self._session_heap
         while sheap and sheap[0][0] <= now:
