@@ -6,9 +6,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from rules_truth import message
 
 from local_broker.rules import SETTABLE_SYSTEM_PROPERTIES, MessageProperties, RuleTarget, compile_action
+from tests.unit.rules.rules_truth import message
 
 
 def applied(text: str, target: MessageProperties, parameters: dict | None = None) -> MessageProperties:

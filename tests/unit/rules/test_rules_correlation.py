@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from rules_truth import message
-
 from local_broker.rules import compile_correlation_filter, compile_filter
+from tests.unit.rules.rules_truth import message
 
 
 def test_documentation_equivalence_with_the_sql_filter():

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rules_truth import message
 
 from local_broker.rules import FilterEvaluationError, RuleSyntaxError, compile_action, compile_filter
+from tests.unit.rules.rules_truth import message
 
 
 def refusal(text: str, parameters: dict | None = None, action: bool = False) -> RuleSyntaxError:

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from rules_truth import message, truth
 
 from local_broker.rules import SYSTEM_PROPERTIES, compile_filter
+from tests.unit.rules.rules_truth import message, truth
 
 T, F, U = "1=1", "1=0", "missing = 1"
 
