@@ -57,15 +57,18 @@ def snapshot(ns: Namespace) -> dict[str, list[tuple]]:
     }
 
 
+def check_bookkeeping_of(entity) -> None:
+    for sq in entity.sub_queues():
+        states = sum(len(s.state) for s in sq.sessions.values() if s.state) if sq.sessions else 0
+        assert sq.size == sum(m.size for m in sq.messages.values()) + states
+        assert all(m.entity is sq for m in sq.messages.values())
+        assert all(sq.locked[m.lock_token.int] is m for m in sq.messages.values() if m.lock_token is not None)
+        assert len(sq.locked) == sum(1 for m in sq.messages.values() if m.lock_token is not None)
+
+
 def check_bookkeeping(ns: Namespace) -> None:
     for entity in [ns._queues["q"], *ns._topics["t"].subscriptions.values()]:
-        for sq in entity.sub_queues():
-            assert sq.size == sum(m.size for m in sq.messages.values())
-            assert all(m.entity is sq for m in sq.messages.values())
-            assert all(
-                sq.locked[m.lock_token.int] is m for m in sq.messages.values() if m.lock_token is not None
-            )
-            assert len(sq.locked) == sum(1 for m in sq.messages.values() if m.lock_token is not None)
+        check_bookkeeping_of(entity)
 
 
 def drive(ns: Namespace, clock: FakeClock, rng: random.Random, steps: int) -> tuple[set[str], set[str]]:
@@ -149,3 +152,82 @@ def test_random_streams_keep_every_message_exactly_once(seed: int, tmp_path: Pat
     again = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
     assert snapshot(again) == before
     check_bookkeeping(again)
+
+
+def check_sessions(ns: Namespace, now: float) -> None:
+    sq = ns._queues["sq"].main
+    for sid, s in sq.sessions.items():
+        assert s.message_count == sum(1 for m in sq.messages.values() if m.session_id == sid)
+        assert all(sq.locked[k] is m for k, m in s.locked.items())
+    unlocked_with_ready = [
+        sid
+        for sid, s in sq.sessions.items()
+        if (sid not in sq.session_locks or sq.session_locks[sid].locked_until <= now) and s.ready.has_ready()
+    ]
+    if unlocked_with_ready:  # next-available must find one of them
+        assert any(sid in sq.available_sessions for sid in unlocked_with_ready)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_session_streams(seed: int, tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db", synchronous="OFF"), clock=clock)
+    ns.create_queue(
+        QueueProperties(
+            "sq", requires_session=True, lock_duration=timedelta(seconds=10), max_delivery_count=3
+        )
+    )
+    rng = random.Random(seed)
+    sent: set[str] = set()
+    gone: set[str] = set()
+    locks: dict[str, object] = {}
+    held: list[tuple[str, object, str]] = []
+    for step in range(400):
+        op = rng.random()
+        owner = rng.choice(["l1", "l2", "l3"])
+        try:
+            if op < 0.25:
+                batch = [msg(message_id=f"m{step}-{i}", session_id=rng.choice("ABCD")) for i in range(2)]
+                ns.send("sq", batch)
+                sent.update(m.message_id for m in batch)
+            elif op < 0.4:
+                lock = ns.accept_session("sq", rng.choice([None, "A", "B", "C", "D"]), owner)
+                locks[owner] = lock
+            elif op < 0.6 and owner in locks:
+                for m in ns.receive("sq", rng.randint(1, 3), session=locks[owner]):
+                    held.append((m.message_id, m.lock_token, m.session_id))
+            elif op < 0.8 and held:
+                mid, token, sid = held.pop(rng.randrange(len(held)))
+                action = rng.choice(["complete", "abandon", "defer"])
+                getattr(ns, action)("sq", [token], session_id=sid)
+                if action == "complete":
+                    gone.add(mid)
+            elif op < 0.85 and owner in locks:
+                lock = locks.pop(owner)
+                ns.release_session("sq", lock.session_id, owner)
+            elif op < 0.9:
+                ns.set_session_state("sq", rng.choice("ABCD"), rng.choice([None, b"s"]))
+            else:
+                clock.advance(rng.choice([1, 6, 11]))
+                ns.tick()
+        except BrokerError:
+            pass
+        check_bookkeeping_of(ns._queues["sq"])
+        check_sessions(ns, clock.now())
+    present = [m.message_id for p in ("sq", "sq/$DeadLetterQueue") for m in ns.peek(p, 0, 100_000)]
+    assert len(present) == len(set(present))
+    assert set(present) | gone == sent and not set(present) & gone
+    ns.commit()
+    before = {
+        p: sorted((m.message_id, m.delivery_count, int(m.state)) for m in ns.peek(p, 0, 100_000))
+        for p in ("sq", "sq/$DeadLetterQueue")
+    }
+    states = {s: ns.get_session_state("sq", s) for s in "ABCD"}
+    ns.close()
+    again = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    after = {
+        p: sorted((m.message_id, m.delivery_count, int(m.state)) for m in again.peek(p, 0, 100_000))
+        for p in before
+    }
+    assert after == before and {s: again.get_session_state("sq", s) for s in "ABCD"} == states
+    check_sessions(again, clock.now())
