@@ -120,12 +120,12 @@ class Sections:
     body: bytes = b""  # body sections + footer, verbatim
 
 
-def decode_sections(buf: bytes) -> Sections:
-    """Parse one encoded message (as a client transferred it)."""
+def decode_sections(buf: bytes, sections: list[tuple[int, int, int]] | None = None) -> Sections:
+    """Parse one encoded message (as a client transferred it); `sections` if already split."""
     buf = bytes(buf)
     out = Sections()
     body_parts: list[tuple[int, int]] = []
-    for code, start, end in split_sections(buf):
+    for code, start, end in split_sections(buf) if sections is None else sections:
         if code in BODY_SECTIONS or code == FOOTER:
             body_parts.append((start, end))
         elif code == DELIVERY_ANNOTATIONS:  # hop-by-hop; the SDK even puts them after the body
@@ -163,7 +163,7 @@ def _apply_section(out: Sections, code: int, section: bytes) -> None:
         out.application_properties = dict(value or {})
 
 
-def split_batch(buf: bytes) -> list[bytes] | None:
+def split_batch(buf: bytes, sections: list[tuple[int, int, int]] | None = None) -> list[bytes] | None:
     """The messages inside a batch envelope, or None when `buf` is an ordinary message.
 
     A batch (transfer message-format 0x80013700) carries one Data section per message, each a complete
@@ -172,10 +172,11 @@ def split_batch(buf: bytes) -> list[bytes] | None:
     body. (A single message whose body is itself an encoded AMQP message would be mistaken for a batch.)
     """
     buf = bytes(buf)
-    try:
-        sections = split_sections(buf)
-    except MessageDecodeError:
-        return None
+    if sections is None:
+        try:
+            sections = split_sections(buf)
+        except MessageDecodeError:
+            return None
     inner: list[bytes] = []
     for code, start, end in sections:
         if code in (HEADER, APPLICATION_PROPERTIES, AMQP_SEQUENCE, AMQP_VALUE):

@@ -78,12 +78,16 @@ def _epoch(value: Any) -> float | None:
 
 def decode_transfer(payload: bytes) -> list[Message]:
     """The messages of one transfer: several for a batch envelope, else one."""
-    inner = codec.split_batch(payload)
-    return [decode_message(raw) for raw in inner] if inner is not None else [decode_message(payload)]
+    payload = bytes(payload)
+    sections = codec.split_sections(payload)
+    inner = codec.split_batch(payload, sections)
+    if inner is None:
+        return [decode_message(payload, sections)]
+    return [decode_message(raw) for raw in inner]
 
 
-def decode_message(raw: bytes) -> Message:
-    sections = codec.decode_sections(raw)
+def decode_message(raw: bytes, split: list[tuple[int, int, int]] | None = None) -> Message:
+    sections = codec.decode_sections(raw, split)
     header = sections.header
     props = sections.properties
     annotations = {}
