@@ -1,0 +1,19 @@
+"""Transforms the replication integration tests name by dotted path in their topology."""
+
+from __future__ import annotations
+
+from replicators.message import Replica
+
+
+class PoisonMessage(ValueError):
+    pass
+
+
+def reject_poison(replica: Replica) -> Replica | None:
+    """Validation: a message marked `poison` cannot be replicated; one marked `drop` is filtered out."""
+    if replica.application_properties.get("poison"):
+        raise PoisonMessage(f"order {replica.message_id} has no customer")
+    if replica.application_properties.get("drop"):
+        return None
+    replica.application_properties["validated"] = True
+    return replica

@@ -1,0 +1,131 @@
+"""Replication between two local namespaces through the repository's function_app.py and the local
+Functions host: every property survives, session order holds, outages and poison messages lose nothing."""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from replication_harness import (
+    brokers,
+    drain_queue_sessions,
+    drain_subscription,
+    functions_host,
+    keyed_message,
+    mismatches,
+    send_all,
+    session_message,
+    settings_for,
+    topology,
+)
+
+
+def check_sessions_in_order(replicas) -> None:
+    by_session = collections.defaultdict(list)
+    for replica in replicas:
+        by_session[replica.session_id].append(replica.application_properties[b"seq"])
+    for session, seqs in by_session.items():
+        assert seqs == sorted(seqs), f"{session} out of order"
+
+
+@pytest.mark.parametrize(
+    "count", [pytest.param(400, id="400"), pytest.param(10_000, id="10k", marks=pytest.mark.slow)]
+)
+def test_every_property_replicated_sessions_in_order_and_audited(tmp_path, count):
+    half = count // 2
+    session_sent = [session_message(i) for i in range(half)]
+    keyed_sent = [keyed_message(i) for i in range(half)]
+    sent = {s.message_id: s for _, s in session_sent + keyed_sent}
+    audit_dir = tmp_path / "audit"
+    with brokers(topology(audit=str(audit_dir)), tmp_path) as (server, path):
+        settings = settings_for(server, path)
+        send_all(settings["PRIMARY"], "sessions", [m for m, _ in session_sent])
+        send_all(settings["PRIMARY"], "events", [m for m, _ in keyed_sent])
+        with functions_host(settings):
+            timeout = 60 + count / 50
+            session_replicas = drain_queue_sessions(settings["SECONDARY"], "sessions", half, timeout)
+            keyed_replicas = drain_subscription(settings["SECONDARY"], "events", "check", half, timeout)
+    assert len(session_replicas) == half and len(keyed_replicas) == half
+    assert {r.message_id for r in session_replicas + keyed_replicas} == set(sent)
+    problems = [p for r in session_replicas for p in mismatches(sent, r, source="primary/sessions")]
+    problems += [p for r in keyed_replicas for p in mismatches(sent, r, source="primary/events")]
+    assert problems == []
+    check_sessions_in_order(session_replicas)
+    records = [json.loads(line) for f in audit_dir.rglob("*.jsonl") for line in f.read_text().splitlines()]
+    assert sorted(r["message_id"] for r in records) == sorted(s.message_id for _, s in keyed_sent)
+    assert all(r["namespace"] == "secondary" and r["repl_source"] == "primary/events" for r in records)
+    assert all(f.parent.parent.parent.name == "entity=events" for f in audit_dir.rglob("*.jsonl"))
+
+
+@pytest.mark.slow
+def test_target_down_for_10_seconds_loses_nothing(tmp_path):
+    messages = [keyed_message(i) for i in range(2000)]
+    sent = {s.message_id: s for _, s in messages}
+    with brokers(topology(), tmp_path) as (server, path):
+        settings = settings_for(server, path)
+        with functions_host(settings, only={"events-to-secondary"}) as host:
+            send_all(settings["PRIMARY"], "events", [m for m, _ in messages[:500]])
+            _wait_for(lambda: host.runners[0].stats.completed >= 100, 30)
+            server.namespaces["secondary"].faults.set({"namespace_down": "drop"})
+            send_all(settings["PRIMARY"], "events", [m for m, _ in messages[500:]])
+            time.sleep(10)
+            held = host.runners[0].stats.completed
+            server.namespaces["secondary"].faults.set({"namespace_down": None})
+            replicas = drain_subscription(settings["SECONDARY"], "events", "check", len(messages), 180)
+    assert held < len(messages), "the outage did not hold anything back"
+    ids = [r.message_id for r in replicas]
+    assert sorted(ids) == sorted(sent), "lost or duplicated replicas"
+    assert [p for r in replicas for p in mismatches(sent, r, source="primary/events")] == []
+
+
+def test_poison_message_is_dead_lettered_with_the_reason_and_the_rest_replicated(tmp_path):
+    raw = topology(max_delivery_count=3, transform="replication_transforms:reject_poison")
+    with brokers(raw, tmp_path) as (server, path):
+        settings = settings_for(server, path)
+        batch = [
+            ServiceBusMessage(b"ok", message_id=f"good-{i}", application_properties={"n": i})
+            for i in range(20)
+        ]
+        batch.insert(
+            7, ServiceBusMessage(b"bad", message_id="poison-1", application_properties={"poison": True})
+        )
+        batch.insert(
+            12, ServiceBusMessage(b"skip", message_id="dropped-1", application_properties={"drop": True})
+        )
+        send_all(settings["PRIMARY"], "events", batch)
+        with functions_host(settings, only={"events-to-secondary"}):
+            replicas = drain_subscription(settings["SECONDARY"], "events", "check", 20, 60)
+            with (
+                ServiceBusClient.from_connection_string(settings["PRIMARY"]) as client,
+                client.get_subscription_receiver(
+                    "events", "to-secondary", sub_queue=ServiceBusSubQueue.DEAD_LETTER
+                ) as dlq,
+            ):
+                dead = _receive_until(dlq, 1, 60)
+    assert sorted(r.message_id for r in replicas) == sorted(f"good-{i}" for i in range(20))
+    assert all(r.application_properties[b"validated"] is True for r in replicas)
+    assert [m.message_id for m in dead] == ["poison-1"]
+    assert dead[0].dead_letter_reason == "ReplicationTransformFailed"
+    assert "PoisonMessage: order poison-1 has no customer" in dead[0].dead_letter_error_description
+    assert dead[0].delivery_count >= 2
+
+
+def _receive_until(receiver, expected: int, timeout: float):
+    received = []
+    deadline = time.monotonic() + timeout
+    while len(received) < expected and time.monotonic() < deadline:
+        for message in receiver.receive_messages(max_message_count=10, max_wait_time=1):
+            receiver.complete_message(message)
+            received.append(message)
+    return received
+
+
+def _wait_for(condition, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.1)
