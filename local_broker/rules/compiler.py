@@ -125,12 +125,14 @@ class Compiler:
     # ------------------------------------------------------------ conditions
 
     def _chain(self, tree: Tree) -> list[Node]:
-        """The operands of a left-nested AND (or OR) chain, left to right."""
+        """The operands of an AND (or OR) chain, left to right (iteratively: chains may be long)."""
         nodes: list[Node] = []
-        for child in tree.children:
+        pending: list[Tree | Token] = [tree]
+        while pending:
+            child = pending.pop()
             if isinstance(child, Tree) and child.data == tree.data:
-                nodes.extend(self._chain(child))
-            elif isinstance(child, Tree):
+                pending.extend(reversed([part for part in child.children if isinstance(part, Tree)]))
+            else:
                 nodes.append(self.condition(child))
         return nodes
 
@@ -277,11 +279,20 @@ class Compiler:
     # ------------------------------------------------------------ values
 
     def _arithmetic(self, tree: Tree) -> Node:
-        left_tree, operator_token, right_tree = tree.children
-        left, right = self.value(left_tree), self.value(right_tree)
-        operation = self.helper(runtime.arithmetic_operation(operator_token.value))
-        source = f"{operation}({left.source}, {right.source})"
-        return self.built("value", self.position(tree), [left, right], source=source)
+        """A left-nested chain such as `a + b - c * d`, built left to right (iteratively: it may be long)."""
+        steps: list[Tree] = []
+        leftmost: Tree | Token = tree
+        while isinstance(leftmost, Tree) and leftmost.data == "arithmetic":
+            steps.append(leftmost)
+            leftmost = leftmost.children[0]
+        result = self.value(leftmost)
+        for step in reversed(steps):
+            _, operator_token, right_tree = step.children
+            right = self.value(right_tree)
+            operation = self.helper(runtime.arithmetic_operation(operator_token.value))
+            source = f"{operation}({result.source}, {right.source})"
+            result = self.shallow(self.built("value", self.position(step), [result, right], source=source))
+        return result
 
     def _unary(self, tree: Tree) -> Node:
         sign, operand_tree = tree.children

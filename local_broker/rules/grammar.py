@@ -147,10 +147,12 @@ def _syntax_error(error: UnexpectedInput, text: str, start: str) -> RuleSyntaxEr
 
 
 MAX_NESTING = 128
+# Operators whose left-nested chains (a AND b AND c, a + b - c) the compiler flattens: no nesting.
+_CHAINS = frozenset({"and_", "or_", "arithmetic"})
 
 
 def _check_nesting(tree: Tree, text: str) -> None:
-    """Refuse trees nested deeper than MAX_NESTING operators (the compiler recurses over the tree)."""
+    """Refuse operators nested more than MAX_NESTING deep (the compiler recurses over nesting)."""
     pending = [(tree, 1)]
     while pending:
         node, depth = pending.pop()
@@ -159,7 +161,10 @@ def _check_nesting(tree: Tree, text: str) -> None:
             raise RuleSyntaxError(
                 f"the expression nests more than {MAX_NESTING} operators deep", text, position
             )
-        pending.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
+        for index, child in enumerate(node.children):
+            if isinstance(child, Tree):
+                chained = index == 0 and child.data == node.data and node.data in _CHAINS
+                pending.append((child, depth if chained else depth + 1))
 
 
 def parse(text: str, start: str) -> Tree:

@@ -120,6 +120,10 @@ class TestNesting:
             ("a + (" * 100 + "1" + ")" * 100 + " = 101", True),
             ("(" * 40 + "a = 1" + " AND b = 1) OR a = 1" * 20 + ") AND a = 1" * 20, True),
             ("(" * 30 + "a = 2" + " OR (a = 2)) AND (a = 1 OR b = 2" * 15 + "))" * 15, False),
+            ("a=1 AND " * 127 + "a=1", True),
+            ("a=2 OR " * 140 + "a=1", True),
+            ("a" + "+1" * 500 + " = 501", True),
+            ("a" + "*1-1+1" * 150 + " = 1", True),
         ],
     )
     def test_deep_but_legal_expressions_compile_and_run(self, text, expected):
@@ -129,6 +133,7 @@ class TestNesting:
         error = refusal("NOT " * 200 + "a = 1")
         assert "nests more than 128 operators deep" in str(error)
         assert "nests more than" in str(refusal("-" * 1000 + "1 = 1"))
+        assert "nests more than" in str(refusal("a = " + "(a+" * 150 + "1" + ")" * 150))
 
 
 class TestActionRefusals:
