@@ -151,7 +151,7 @@ class TestNamesAndScopes:
         assert truth("a like 'x%' and not b in (1) or c is not null", message(a="xy", b=2)) == "T"
 
     def test_names_and_strings_with_quotes_backslashes_and_line_breaks(self):
-        name = "it's \"odd\"\\\n]"
+        name = 'it\'s "odd"\\\n]'
         text = "[it's \"odd\"\\\n]]] = 'a''b\\\n'"
         assert truth(text, message(**{name: "a'b\\\n"})) == "T"
         assert truth('"it\'s ""odd""\\\n]" = \'a\'\'b\\\n\'', message(**{name: "a'b\\\n"})) == "T"

@@ -453,8 +453,23 @@ TOKENS = [
 ]
 
 
+NESTINGS = [("(", ")"), ("NOT ", ""), ("a + (", ") = 1"), ("-", ""), ("a = 1 AND ", ""), ("p(", ")")]
+nested_texts = st.builds(
+    lambda wrap, times, base: wrap[0] * times + base + wrap[1] * times,
+    st.sampled_from(NESTINGS),
+    st.integers(0, 400),
+    st.sampled_from(["a = 1", "1", "'x'"]),
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(text=st.one_of(st.text(max_size=60), st.lists(st.sampled_from(TOKENS), max_size=14).map(" ".join)))
+@given(
+    text=st.one_of(
+        st.text(max_size=60),
+        st.lists(st.sampled_from(TOKENS), max_size=14).map(" ".join),
+        nested_texts,
+    )
+)
 def test_no_text_crashes_the_compilers(text):
     for compile_text in (compile_filter, compile_action):
         try:
