@@ -1,0 +1,89 @@
+"""`sbfed functions run` killed mid-run (SIGKILL: no clean shutdown) and started again: every message
+reaches the target exactly once, because sources are settled only after their copies are accepted and
+the target's duplicate detection absorbs the copies of the unsettled batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from replication_harness import (
+    APP,
+    REPO,
+    brokers,
+    drain_subscription,
+    keyed_message,
+    mismatches,
+    send_all,
+    topology,
+)
+from replication_harness import settings_for as broker_settings
+
+
+def start_host(tmp_path, settings, log_name: str) -> subprocess.Popen:
+    local_settings = tmp_path / "local.settings.json"
+    local_settings.write_text(json.dumps({"IsEncrypted": False, "Values": settings}))
+    env = {k: v for k, v in os.environ.items() if k not in settings}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sbfed",
+            "functions",
+            "run",
+            "--app",
+            str(APP),
+            "--settings",
+            str(local_settings),
+            "--host-json",
+            str(REPO / "host.json"),
+            "--only",
+            "events-to-secondary",
+            "--stats-interval",
+            "0.5",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=open(tmp_path / log_name, "w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def completed(log_path) -> int:
+    lines = [line for line in log_path.read_text().splitlines() if "completed" in line]
+    return int(lines[-1].split("completed ")[1].split()[0]) if lines else 0
+
+
+@pytest.mark.slow
+def test_host_killed_mid_run_and_restarted_loses_nothing_and_duplicates_nothing(tmp_path):
+    messages = [keyed_message(i) for i in range(3000)]
+    sent = {s.message_id: s for _, s in messages}
+    with brokers(topology(lock_duration="PT5S"), tmp_path) as (server, path):
+        settings = broker_settings(server, path)
+        send_all(settings["PRIMARY"], "events", [m for m, _ in messages])
+        first = start_host(tmp_path, settings, "host-1.log")
+        deadline = time.monotonic() + 120
+        while completed(tmp_path / "host-1.log") < 500:
+            assert first.poll() is None, (tmp_path / "host-1.log").read_text()
+            assert time.monotonic() < deadline, "the host did not start replicating"
+            time.sleep(0.2)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        killed_at = completed(tmp_path / "host-1.log")
+        second = start_host(tmp_path, settings, "host-2.log")
+        try:
+            replicas = drain_subscription(settings["SECONDARY"], "events", "check", len(messages), 240)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            assert second.wait(60) == 0
+    assert killed_at < len(messages), "the first host finished before it was killed"
+    ids = [r.message_id for r in replicas]
+    assert len(ids) == len(set(ids)), "duplicates reached the target"
+    assert set(ids) == set(sent), f"lost {len(set(sent) - set(ids))} messages"
+    assert [p for r in replicas for p in mismatches(sent, r, source="primary/events")] == []
+    assert "stopping (SIGTERM)" in (tmp_path / "host-2.log").read_text()
