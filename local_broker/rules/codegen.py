@@ -82,7 +82,11 @@ class RuleProgram:
     """The namespace and the generated functions of one rule."""
 
     def __init__(self) -> None:
-        self.namespace: dict[str, Any] = {"_M": MISSING, "FilterEvaluationError": FilterEvaluationError}
+        self.namespace: dict[str, Any] = {
+            "_M": MISSING,
+            "FilterEvaluationError": FilterEvaluationError,
+            "_evaluation_error": _evaluation_error,
+        }
         self.count = 0
 
     def name(self, prefix: str = "_t") -> str:
@@ -98,17 +102,41 @@ class RuleProgram:
         return name
 
     def function(self, node: Node, truth: bool = False) -> Callable[[RuleTarget], Any]:
-        """`message -> result` for a node; with `truth`, `message -> bool` (TRUE only)."""
+        """`message -> result` for a node; with `truth`, `message -> bool` (TRUE only).
+
+        Python errors of unusual values (an int too large for a float, a decimal NaN ordered, ...)
+        leave it as FilterEvaluationError too, so that a filter never fails in any other way.
+        """
         block = Block()
-        if node.reads_properties:
-            block.line("_props = message.application_properties")
-        suffix = " is True" if truth else ""
-        if node.emit is None:
-            block.line(f"return ({node.source}){suffix}")
-        else:
-            result = self.name("_r")
-            node.emit(block, result)
-            block.line(f"return {result}{suffix}")
+        block.line("try:")
+        with block.indented():
+            if node.reads_properties:
+                block.line("_props = message.application_properties")
+            suffix = " is True" if truth else ""
+            if node.emit is None:
+                block.line(f"return ({node.source}){suffix}")
+            else:
+                result = self.name("_r")
+                node.emit(block, result)
+                block.line(f"return {result}{suffix}")
+        block.line("except (ArithmeticError, TypeError, ValueError) as _error:")
+        with block.indented():
+            block.line("raise _evaluation_error(_error) from _error")
         source = "def _rule(message):\n" + "\n".join(block.lines) + "\n"
         exec(compile(source, "<sql rule>", "exec"), self.namespace)
         return self.namespace.pop("_rule")
+
+
+def _evaluation_error(error: Exception) -> FilterEvaluationError:
+    """The .NET-named evaluation error for a Python error raised by an operation on unusual values."""
+    if isinstance(error, OverflowError):
+        type_name = "OverflowException"
+    elif isinstance(error, ZeroDivisionError):
+        type_name = "DivideByZeroException"
+    elif isinstance(error, ArithmeticError):
+        type_name = "ArithmeticException"
+    elif isinstance(error, TypeError):
+        type_name = "InvalidOperationException"
+    else:
+        type_name = "ArgumentException"
+    return FilterEvaluationError(type_name, str(error) or type(error).__name__)

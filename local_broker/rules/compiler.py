@@ -26,7 +26,8 @@ from local_broker.rules.values import INT64_MAX, INT64_MIN, identity, negate
 
 PARAMETER_TYPES = (type(None), bool, int, float, Decimal, str, datetime, timedelta, uuid.UUID, bytes)
 MAX_EXPRESSION_LENGTH = 1024
-# Operands this deep become functions of their own (a call instead of inline code); see `shallow`.
+# Operands this deep become functions of their own (a call instead of inline code), which keeps the
+# blocks of a generated function (2 per AND/OR level, 1 for the whole) under Python's 20; see `shallow`.
 OUTLINE_DEPTH = 8
 _PYTHON_COMPARISONS = {"=": "==", "<>": "!=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 

@@ -134,10 +134,6 @@ def compare(symbol: str, left: Any, right: Any) -> bool | None:
     return compare_fn(left, right)
 
 
-def equals(left: Any, right: Any) -> bool | None:
-    return compare("=", left, right)
-
-
 # ---------------------------------------------------------------- arithmetic
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from local_broker.rules import FilterEvaluationError, RuleSyntaxError, compile_action, compile_filter
@@ -183,6 +185,20 @@ class TestEvaluationErrors:
         sql_filter = compile_filter("1 / 0 = 1")
         with pytest.raises(FilterEvaluationError):
             sql_filter.matches(message())
+
+    @pytest.mark.parametrize(
+        ("text", "value", "type_name"),
+        [
+            ("a > 1.5", 10**400, "OverflowException"),
+            ("a < 1", Decimal("NaN"), "ArithmeticException"),
+            ("a * a > 1", Decimal("1E+999999"), "OverflowException"),
+            ("a < a", [1], "InvalidOperationException"),
+        ],
+    )
+    def test_unusual_property_values_fail_as_evaluation_errors(self, text, value, type_name):
+        with pytest.raises(FilterEvaluationError) as caught:
+            compile_filter(text).matches(message(a=value))
+        assert caught.value.type_name == type_name
 
     def test_runtime_conversion_failures_in_actions(self):
         action = compile_action("SET sys.TimeToLive = ttl")
