@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from lark import Tree
@@ -14,7 +14,7 @@ from local_broker.rules.compiler import Compiler, check_length
 from local_broker.rules.errors import FilterEvaluationError, RuleSyntaxError
 from local_broker.rules.grammar import parse
 from local_broker.rules.target import MISSING, SETTABLE_SYSTEM_PROPERTIES, RuleTarget, find_user_key
-from local_broker.rules.values import parse_timespan, parse_utc, type_name
+from local_broker.rules.values import parse_timespan, parse_utc, to_utc, type_name
 
 MAX_STATEMENTS = 32
 
@@ -47,7 +47,7 @@ def _to_utc(value: Any, target: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return to_utc(value)
     if isinstance(value, str):
         return parse_utc(value)
     raise _cast_error(value, target)

@@ -275,24 +275,30 @@ def parse_timespan(text: str) -> timedelta:
         raise FilterEvaluationError(
             "FormatException", f"String '{text}' was not recognized as a valid TimeSpan."
         )
-    if match["only_days"] is not None:
-        span = timedelta(days=int(match["only_days"]))
-    else:
-        hours, minutes, seconds = int(match["hours"]), int(match["minutes"]), int(match["seconds"] or 0)
-        if hours > 23 or minutes > 59 or seconds > 59:
-            raise FilterEvaluationError(
-                "OverflowException",
-                f"The TimeSpan string '{text}' could not be parsed because a component is out of range.",
-            )
-        ticks = int((match["fraction"] or "0").ljust(7, "0"))
-        span = timedelta(
-            days=int(match["days"] or 0),
-            hours=hours,
-            minutes=minutes,
-            seconds=seconds,
-            microseconds=ticks // 10,
-        )
+    out_of_range = FilterEvaluationError(
+        "OverflowException",
+        f"The TimeSpan string '{text}' could not be parsed because a component is out of range.",
+    )
+    days = int(match["only_days"] or match["days"] or 0)
+    hours, minutes, seconds = int(match["hours"] or 0), int(match["minutes"] or 0), int(match["seconds"] or 0)
+    if hours > 23 or minutes > 59 or seconds > 59:
+        raise out_of_range
+    ticks = int((match["fraction"] or "0").ljust(7, "0"))
+    try:
+        span = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds, microseconds=ticks // 10)
+    except OverflowError:
+        raise out_of_range from None
     return -span if match["sign"] else span
+
+
+def to_utc(value: datetime) -> datetime:
+    """An aware UTC datetime (a value without offset is taken as UTC)."""
+    try:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError as error:
+        raise FilterEvaluationError(
+            "ArgumentOutOfRangeException", f"{value} is out of the DateTime range."
+        ) from error
 
 
 def parse_utc(text: str) -> datetime:
@@ -303,4 +309,4 @@ def parse_utc(text: str) -> datetime:
         raise FilterEvaluationError(
             "FormatException", f"String '{text}' was not recognized as a valid DateTime."
         ) from error
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return to_utc(value)

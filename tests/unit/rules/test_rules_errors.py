@@ -158,6 +158,9 @@ class TestActionRefusals:
         assert "out of range" in str(refusal("SET sys.TimeToLive = '0:99:0'", action=True))
         assert "valid DateTime" in str(refusal("SET sys.ScheduledEnqueueTimeUtc = 'tomorrow'", action=True))
         assert "cannot be assigned to sys.Label" in str(refusal("SET sys.Label = 5", action=True))
+        assert "out of range" in str(refusal("SET sys.TimeToLive = '99999999999'", action=True))
+        early = "SET sys.ScheduledEnqueueTimeUtc = '0001-01-01T00:00:00+01:00'"
+        assert "out of the DateTime range" in str(refusal(early, action=True))
 
     def test_action_syntax(self):
         assert "unexpected end of expression" in str(refusal("SET a =", action=True))
