@@ -59,7 +59,11 @@ def read_log(spark: SparkSession, log: LogInput, start: datetime | None, end: da
     """One log as normalized rows, tagged, limited to EnqueuedTimeUtc in [start, end) plus malformed rows."""
     fmt = detect_format(spark, log)
     reader = spark.read.option("mode", "PERMISSIVE")
-    raw = reader.schema(JSON_SCHEMA).json(log.path) if fmt == "json" else reader.parquet(log.path)
+    if fmt == "json":
+        raw = reader.schema(JSON_SCHEMA).json(log.path)
+    else:
+        # Writers may leave out optional columns that are all null in a file: merge the files' schemas.
+        raw = reader.option("mergeSchema", "true").parquet(log.path)
     raw = _prune_partitions(raw, start, end)
     return _normalize(raw, log.tag, start, end)
 
