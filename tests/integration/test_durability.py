@@ -56,18 +56,25 @@ def test_kill_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
     sent: set[str] = set()
     attempted: set[str] = set()
     completed: set[str] = set()
+
+    def record(line: str) -> None:
+        kind, _, rest = line.strip().partition(" ")
+        {"sent": sent, "completing": attempted, "completed": completed}[kind].update(rest.split())
+
     assert child.stdout is not None
     try:
         while len(sent) < 3000:
             line = child.stdout.readline()
             assert line, "the child stopped before being killed"
-            kind, _, rest = line.strip().partition(" ")
-            names = set(rest.split())
-            {"sent": sent, "completing": attempted, "completed": completed}[kind].update(names)
+            record(line)
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
     assert child.returncode == -signal.SIGKILL
+    # What the child wrote before it died counts too (a line cut by the kill does not).
+    for line in child.stdout.read().splitlines(keepends=True):
+        if line.endswith("\n"):
+            record(line)
 
     ns = Namespace.open(SqliteStore(path))
     present = {m.message_id: m for m in ns.peek("q", 0, 100_000)}
