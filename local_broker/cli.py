@@ -1,6 +1,6 @@
 """`sbfed broker ...`: run the local Service Bus-compatible broker.
 
-    sbfed broker serve --topology FILE [--data DIR | --in-memory] [--host 127.0.0.1]
+    sbfed broker serve --topology FILE [--data DIR [--sync full|normal] | --in-memory] [--host 127.0.0.1]
                        [--print-json] [--ready-file PATH] [--log-level INFO]
     sbfed broker fault ...            inject faults into a running namespace (local_broker.fault_cli)
 
@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     store = serve.add_mutually_exclusive_group()
     store.add_argument("--data", help="data directory: one SQLite file per namespace and the TLS certificate")
     store.add_argument("--in-memory", action="store_true", help="keep everything in memory (throwaway runs)")
+    serve.add_argument("--sync", choices=("full", "normal"), default="full",
+                       help="durability of --data: full survives power loss (default), normal a killed process")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--print-json", action="store_true", help="print each namespace as a JSON line")
     serve.add_argument("--ready-file", help="write the namespaces as JSON to this file once ready")
@@ -54,7 +56,8 @@ def main(argv: list[str]) -> int:
         print("sbfed broker serve: give --data DIR for a durable broker, or --in-memory", file=sys.stderr)
         return 2
     try:
-        server = BrokerServer(args.topology, data_dir=args.data, in_memory=args.in_memory, host=args.host)
+        server = BrokerServer(args.topology, data_dir=args.data, in_memory=args.in_memory, host=args.host,
+                              synchronous=args.sync.upper())
     except (OSError, TopologyError) as exc:
         print(f"sbfed broker serve: {exc}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 import cproton_ffi
-from proton import Condition, Delivery, Link, Terminus, symbol
+from proton import Condition, Delivery, Link, ProtonException, Terminus, symbol
 from proton.handlers import IOHandler
 
 TRACKING_ID = symbol("com.microsoft:tracking-id")
@@ -101,10 +101,14 @@ def reject(delivery: Delivery, condition: str, description: str) -> None:
 
 
 class GreedyIO(IOHandler):
-    """proton's IOHandler reads at most the transport's capacity (8 KB) per poll, so a reactor turn holds
-    about seven 1 KB messages and the per-turn costs (poll, commit, write) dominate. This one keeps
-    reading while the socket has data, up to MAX_READ per poll: more would make turns so long that
-    receivers, whose credit comes back between turns, starve behind a busy sender."""
+    """The reactor's socket I/O, with two changes to proton's IOHandler that cut the per-turn cost:
+
+    - reads: proton reads at most the transport's capacity (8 KB) per poll, so a turn holds about seven
+      1 KB messages. This keeps reading while the socket has data, up to MAX_READ per poll (more would make
+      turns so long that receivers, whose credit comes back between turns, starve behind a busy sender);
+    - writes: proton writes only when a poll reports the socket writable, one extra poll per answer. This
+      writes everything a turn produced before polling (a settlement echo leaves in the turn that made it).
+    """
 
     MAX_READ = 64 * 1024
 
@@ -134,4 +138,27 @@ class GreedyIO(IOHandler):
             total += len(chunk)
             if len(chunk) < capacity:
                 break
+        self.update(transport, selectable, selectable._reactor.now)
+
+    def on_reactor_quiesced(self, event: Any) -> None:
+        if event.reactor.quiesced:
+            for selectable in list(self._selector._writing):
+                self._flush(selectable)
+        super().on_reactor_quiesced(event)
+
+    def _flush(self, selectable: Any) -> None:
+        transport = selectable._transport
+        if not transport or selectable.is_terminal:
+            return
+        try:
+            pending = transport.pending()
+        except ProtonException:
+            return
+        if pending > 0:
+            try:
+                transport.pop(selectable.send(transport.peek(pending)))
+            except BlockingIOError:
+                pass  # the poll will say when the socket takes more
+            except OSError:
+                transport.close_head()
         self.update(transport, selectable, selectable._reactor.now)
