@@ -13,7 +13,7 @@ from local_broker.engine.message import Message, MessageState
 from local_broker.store.base import ChangeSet, StoredState
 from local_broker.store.codec import decode_properties, dumps, encode_properties, loads
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -33,6 +33,15 @@ CREATE TABLE messages (
     body BLOB NOT NULL
 );
 CREATE INDEX messages_owner ON messages (owner, sub, seq);
+-- Lock, delivery count and state changes of stored messages: small rows, so a receive does not rewrite
+-- the (large) message row. A row here overrides the same columns of `messages`.
+CREATE TABLE message_states (
+    uid INTEGER PRIMARY KEY,
+    delivery_count INTEGER NOT NULL,
+    state INTEGER NOT NULL,
+    locked_until REAL,
+    lock_token BLOB
+);
 CREATE TABLE dedup (owner TEXT NOT NULL, message_id TEXT NOT NULL, at REAL NOT NULL,
                     PRIMARY KEY (owner, message_id));
 CREATE TABLE session_states (owner TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL,
@@ -154,8 +163,12 @@ class SqliteStore:
         messages = [
             (owner, sub, _message(rest))
             for owner, sub, *rest in db.execute(
-                "SELECT owner, sub, uid, seq, delivery_count, state, locked_until, lock_token, data, body "
-                "FROM messages ORDER BY owner, sub, seq, uid"
+                "SELECT m.owner, m.sub, m.uid, m.seq, coalesce(s.delivery_count, m.delivery_count), "
+                "coalesce(s.state, m.state), "
+                "CASE WHEN s.uid IS NULL THEN m.locked_until ELSE s.locked_until END, "
+                "CASE WHEN s.uid IS NULL THEN m.lock_token ELSE s.lock_token END, m.data, m.body "
+                "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid "
+                "ORDER BY m.owner, m.sub, m.seq, m.uid"
             )
         ]
         dedup = list(db.execute("SELECT owner, message_id, at FROM dedup ORDER BY at"))
@@ -172,6 +185,10 @@ class SqliteStore:
                 db.execute("INSERT OR REPLACE INTO namespace VALUES (1, ?)", (dumps(changes.config),))
             for key in changes.entities_deleted:
                 db.execute("DELETE FROM entities WHERE key = ?", (key,))
+                db.execute(
+                    "DELETE FROM message_states WHERE uid IN (SELECT uid FROM messages WHERE owner = ?)",
+                    (key,),
+                )
                 db.execute("DELETE FROM messages WHERE owner = ?", (key,))
                 db.execute("DELETE FROM counters WHERE key = ? OR key GLOB ?", (key, key + "#*"))
                 db.execute("DELETE FROM dedup WHERE owner = ?", (key,))
@@ -202,17 +219,21 @@ class SqliteStore:
                         for owner, sub, m in changes.messages_put
                     ],
                 )
+                rewritten = [(m.uid,) for _, _, m in changes.messages_put if m.persisted]
+                if rewritten:  # a full row carries the current state: drop older overrides
+                    db.executemany("DELETE FROM message_states WHERE uid = ?", rewritten)
             if changes.messages_state:
                 db.executemany(
-                    "UPDATE messages SET delivery_count = ?, state = ?, locked_until = ?, lock_token = ? "
-                    "WHERE uid = ?",
+                    "INSERT OR REPLACE INTO message_states VALUES (?, ?, ?, ?, ?)",
                     [
-                        (m.delivery_count, m.state, m.locked_until, _token(m), m.uid)
+                        (m.uid, m.delivery_count, m.state, m.locked_until, _token(m))
                         for m in changes.messages_state
                     ],
                 )
             if changes.messages_deleted:
-                db.executemany("DELETE FROM messages WHERE uid = ?", [(u,) for u in changes.messages_deleted])
+                gone = [(u,) for u in changes.messages_deleted]
+                db.executemany("DELETE FROM messages WHERE uid = ?", gone)
+                db.executemany("DELETE FROM message_states WHERE uid = ?", gone)
             if changes.dedup_put:
                 db.executemany(
                     "INSERT OR REPLACE INTO dedup VALUES (?, ?, ?)",
