@@ -32,7 +32,9 @@ def main() -> None:
     args = parser.parse_args()
     for label, queue, fields in CASES:
         rates = [
-            run(Namespace.open(MemoryStore(), clock=FakeClock()), args.messages, args.batch, queue, **fields)
+            run(
+                Namespace.open(MemoryStore(), clock=FakeClock()), args.messages, args.batch, queue, **fields
+            ).wall
             for _ in range(args.repeat)
         ]
         print(f"{label:<36} median {statistics.median(rates):>10,.0f} msg/s  best {max(rates):>10,.0f} msg/s")
