@@ -390,6 +390,9 @@ class NamespaceEndpoint(Handler):
             return
         payload = link.recv(delivery.pending)
         link.advance()
+        if not link.connection.state & Endpoint.LOCAL_ACTIVE:
+            return  # the broker closed this connection (e.g. fault injection): it takes nothing more
+
         if link.credit < INCOMING_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE:
             link.flow(INCOMING_CREDIT - link.credit)
         if state is None:

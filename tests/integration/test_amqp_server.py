@@ -1,0 +1,135 @@
+"""`sbfed broker serve` as a process: several namespaces from one topology (or an emulator Config.json), each
+with its AMQP and HTTPS ports, durable across a restart, fault injection, clean exit on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from azure.core.exceptions import ServiceRequestError
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import ServiceBusConnectionError
+from azure.servicebus.management import ServiceBusAdministrationClient
+
+from local_broker.server import BrokerServer
+from local_broker.topology import parse
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPOLOGY = """
+namespaces:
+  primary:
+    queues:
+      orders: {max_delivery_count: 3}
+  secondary:
+    topics:
+      events:
+        subscriptions:
+          all: {}
+"""
+QUEUE_PROPERTIES = {"DeadLetteringOnMessageExpiration": False, "DefaultMessageTimeToLive": "PT1H",
+                    "DuplicateDetectionHistoryTimeWindow": "PT20S", "ForwardTo": "", "LockDuration": "PT1M",
+                    "MaxDeliveryCount": 3, "RequiresSession": False}
+CONFIG_JSON = {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [
+    {"Name": "queue.1", "Properties": QUEUE_PROPERTIES}], "Topics": []}], "Logging": {"Type": "File"}}}
+
+
+def _serve(topology: Path, *extra: str) -> tuple[subprocess.Popen, list[dict]]:
+    ready = topology.parent / "ready.json"
+    ready.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "sbfed.cli", "broker", "serve", "--topology", str(topology),
+               "--ready-file", str(ready), *extra]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not ready.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.1)
+    return proc, json.loads(ready.read_text())
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return err
+
+
+def _round_trip(connection_string: str, queue: str, body: str) -> None:
+    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
+        with client.get_queue_sender(queue) as sender:
+            sender.send_messages(ServiceBusMessage(body))
+        with client.get_queue_receiver(queue, max_wait_time=5) as receiver:
+            got = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            assert [str(m) for m in got] == [body]
+            receiver.complete_message(got[0])
+
+
+def test_serve_hosts_namespaces_keeps_data_and_exits_cleanly(tmp_path: Path) -> None:
+    topology = tmp_path / "topology.yaml"
+    topology.write_text(TOPOLOGY)
+    data = tmp_path / "data"
+    proc, namespaces = _serve(topology, "--data", str(data))
+    by_name = {n["namespace"]: n for n in namespaces}
+    assert set(by_name) == {"primary", "secondary"}
+    assert len({n["amqp_port"] for n in namespaces} | {n["admin_port"] for n in namespaces}) == 4
+    primary = by_name["primary"]
+    _round_trip(primary["connection_string"], "orders", "first")
+    with ServiceBusClient.from_connection_string(primary["connection_string"]) as client, \
+            client.get_queue_sender("orders") as sender:
+        sender.send_messages(ServiceBusMessage("kept across restart"))
+    admin = ServiceBusAdministrationClient.from_connection_string(primary["admin_connection_string"],
+                                                                  connection_verify=primary["cert_path"])
+    assert admin.get_queue("orders").max_delivery_count == 3
+    with urllib.request.urlopen(f"http://127.0.0.1:{primary['admin_port']}/health", timeout=5) as health:
+        assert json.load(health)["status"] == "ok"
+    logs = _stop(proc)
+    assert "connection-open" in logs and "connection-close" in logs
+
+    proc, namespaces = _serve(topology, "--data", str(data))
+    primary = {n["namespace"]: n for n in namespaces}["primary"]
+    try:
+        with ServiceBusClient.from_connection_string(primary["connection_string"]) as client, \
+                client.get_queue_receiver("orders", max_wait_time=5) as receiver:
+            got = receiver.receive_messages(max_message_count=5, max_wait_time=5)
+            assert [str(m) for m in got] == ["kept across restart"]
+            receiver.complete_message(got[0])
+    finally:
+        _stop(proc)
+
+
+def test_serve_accepts_the_emulator_config_json(tmp_path: Path) -> None:
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps(CONFIG_JSON))
+    proc, namespaces = _serve(config, "--in-memory")
+    try:
+        [namespace] = namespaces
+        assert namespace["namespace"] == "sbemulatorns"
+        assert "SharedAccessKey=SAS_KEY_VALUE;" in namespace["connection_string"]
+        _round_trip(namespace["connection_string"], "queue.1", "from Config.json")
+    finally:
+        _stop(proc)
+
+
+def test_namespace_down_refuses_and_drops_connections() -> None:
+    server = BrokerServer(parse({"namespaces": {"drill": {"queues": {"q": {}}}}}))
+    server.start()
+    try:
+        hosted = server.namespaces["drill"]
+        _round_trip(hosted.connection_string, "q", "before")
+        with ServiceBusClient.from_connection_string(hosted.connection_string, retry_total=0) as client, \
+                client.get_queue_sender("q") as sender:
+            hosted.faults.set({"namespace_down": "drop"})
+            with pytest.raises(ServiceBusConnectionError):
+                sender.send_messages(ServiceBusMessage("during"))
+        with pytest.raises((ServiceBusConnectionError, ServiceRequestError)):
+            _round_trip(hosted.connection_string, "q", "refused")
+        hosted.faults.set({"namespace_down": None})
+        _round_trip(hosted.connection_string, "q", "after")
+    finally:
+        server.stop()
