@@ -385,8 +385,9 @@ class Namespace(Management, Transactions):
     def _dedup_key(self, target: Queue | Topic, m: Message) -> str | None:
         if not target.props.requires_duplicate_detection or m.message_id is None:
             return None
-        if target.partitioned and m.partition_key is not None:
-            return f"{m.partition_key}\x1f{m.message_id}"
+        key = m.session_id or m.partition_key  # partitioned entities: MessageId + PartitionKey
+        if target.partitioned and key is not None:
+            return f"{key}\x1f{m.message_id}"
         return m.message_id
 
     def _accept(self, target: Queue | Topic, m: Message, now: float, force_schedule: bool) -> int:

@@ -135,3 +135,10 @@ def test_partition_counters_survive_restart(tmp_path: Path) -> None:
     ns2.send("pq", msg(partition_key="k"))
     (m,) = ns2.peek("pq", 0, 5)
     assert m.sequence_number & ((1 << SHIFT) - 1) == 4
+
+
+def test_dedup_key_includes_the_partition_key(ns: Namespace) -> None:
+    ns.create_queue(QueueProperties("pd", enable_partitioning=True, requires_duplicate_detection=True))
+    ns.send("pd", [msg(message_id="m", partition_key="a"), msg(message_id="m", partition_key="b")])
+    ns.send("pd", msg(message_id="m", partition_key="a"))  # duplicate of the first
+    assert sorted(m.partition_key for m in ns.receive("pd", 10)) == ["a", "b"]
