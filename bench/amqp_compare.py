@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -94,8 +93,29 @@ def bench_sbfed(bench: Path, args: argparse.Namespace, workdir: Path) -> dict:
         proc.wait(30)
 
 
+def erlang_vm(root: int) -> int:
+    """The pid of the `beam.smp` process started (through shell scripts) by process `root`."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1: stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            parents[int(entry.name)] = (int(rest[1]), name)
+    for pid, (_, name) in parents.items():
+        ancestor = pid
+        while ancestor in parents and ancestor != root:
+            ancestor = parents[ancestor][0]
+        if ancestor == root and name.startswith("beam"):
+            return pid
+    raise SystemExit("no Erlang VM found under the RabbitMQ start script")
+
+
 def bench_rabbitmq(bench: Path, args: argparse.Namespace, workdir: Path) -> dict:
-    server = shutil.which("rabbitmq-server") or "/usr/sbin/rabbitmq-server"
+    # Debian's /usr/sbin wrapper switches to the rabbitmq user; the real script runs a private node as us.
+    server = "/usr/lib/rabbitmq/bin/rabbitmq-server"
     if not Path(server).exists():
         raise SystemExit("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
     base = workdir / "rabbitmq"
@@ -107,19 +127,20 @@ def bench_rabbitmq(bench: Path, args: argparse.Namespace, workdir: Path) -> dict
                RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
                RABBITMQ_NODE_PORT=str(port), RABBITMQ_DIST_PORT=str(free_port()),
                RABBITMQ_MNESIA_BASE=str(base / "mnesia"), RABBITMQ_LOG_BASE=str(base / "log"),
-               RABBITMQ_ENABLED_PLUGINS_FILE=str(plugins), RABBITMQ_CONFIG_FILE=str(base / "rabbitmq"))
+               RABBITMQ_ENABLED_PLUGINS_FILE=str(plugins), RABBITMQ_CONFIG_FILE=str(base / "rabbitmq"),
+               HOME=str(base))
     proc = subprocess.Popen([server], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
         wait_for_port(port, proc, 120)
         time.sleep(2)  # plugins finish booting after the listener opens
-        beam = subprocess.run(["pgrep", "-f", f"beam.*sbfedbench{port}"], capture_output=True, text=True)
-        pid = int(beam.stdout.split()[0])
+        pid = erlang_vm(proc.pid)
         return run_suite(bench, "RabbitMQ (durable classic queue)", f"amqp://127.0.0.1:{port}",
                          "/queue/bench", "guest", "guest", pid, args, workdir / "rabbitmq.json")
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
 
 
 def main() -> int:
