@@ -18,6 +18,7 @@ from local_broker.engine.properties import (
     SqlFilter,
     TrueFilter,
 )
+from local_broker.engine.validation import check_storable
 from local_broker.rules import compile_action, compile_correlation_filter, compile_filter
 from local_broker.rules.errors import RuleSyntaxError
 
@@ -60,6 +61,7 @@ def compile_rule(rule: RuleProperties) -> CompiledRule:
             apply = compile_action(rule.action.sql_expression, rule.action.parameters).apply
     except RuleSyntaxError as exc:
         raise ArgumentError(f"{exc} Parameter name: SqlExpression", "sql_expression") from exc
+    check_storable(rule, "filter")
     return CompiledRule(rule, matches, apply, never)
 
 

@@ -17,6 +17,7 @@ from local_broker.engine.properties import (
     element_name,
     is_infinite,
 )
+from local_broker.store.codec import encode_value
 
 MAX_PATH_LENGTH = 260
 MAX_SEGMENT_NAME_LENGTH = 50
@@ -114,6 +115,16 @@ def _check_status(props: Any, allowed: frozenset[EntityStatus]) -> None:
 def _check_metadata(props: Any) -> None:
     if props.user_metadata is not None and len(props.user_metadata) > MAX_USER_METADATA:
         raise _out_of_range("user_metadata", "...", f"at most {MAX_USER_METADATA} characters")
+    check_storable(getattr(props, "authorization_rules", None), "authorization_rules")
+
+
+def check_storable(value: Any, attribute: str) -> None:
+    """Everything an entity or rule carries must survive the store (a commit must never fail on a value)."""
+    try:
+        encode_value(value)
+    except TypeError as exc:
+        problem = f"{element_name(attribute)} holds a value that cannot be kept: {exc}."
+        raise ArgumentError(problem, attribute) from exc
 
 
 def _check_forwarding_names(props: Any) -> None:

@@ -236,3 +236,12 @@ def test_auto_delete_on_idle(ns: Namespace, clock) -> None:
 def test_namespace_properties(ns: Namespace) -> None:
     info = ns.namespace_properties()
     assert info.name == "sbemulatorns" and info.messaging_sku == "Standard"
+
+
+def test_values_the_store_cannot_keep_are_refused(ns: Namespace) -> None:
+    with pytest.raises(ArgumentError):
+        ns.create_queue(QueueProperties("q", authorization_rules=[object()]))
+    ns.create_topic(TopicProperties("t"))
+    ns.create_subscription("t", SubscriptionProperties("s"))
+    with pytest.raises(ArgumentError):
+        ns.create_rule("t", "s", RuleProperties("r", CorrelationFilter(properties={"k": object()})))
