@@ -193,6 +193,74 @@ class Replica(MessageContent):
         )
 
 
+CONTENT_FIELDS = (
+    "message_id",
+    "session_id",
+    "partition_key",
+    "correlation_id",
+    "subject",
+    "to",
+    "reply_to",
+    "reply_to_session_id",
+    "content_type",
+    "time_to_live",
+)
+
+
+def system_properties(message: ServiceBusReceivedMessage) -> dict[str, Any]:
+    """Every property of a received message, read from its AMQP sections in one pass.
+
+    Same values as the SDK's properties (`message_id`, `enqueued_time_utc`, ...), which re-check the
+    sections on every access; at thousands of messages a second that difference shows."""
+    raw = message.raw_amqp_message
+    props = raw.properties
+    annotations = raw.annotations or {}
+    application = raw.application_properties or {}
+    ttl = _ttl_of(raw)
+    enqueued = _utc_from_ms(annotations.get(b"x-opt-enqueued-time"))
+
+    def prop(name: str) -> Any:
+        return _text(getattr(props, name, None)) if props is not None else None
+
+    return {
+        "message_id": prop("message_id"),
+        "session_id": prop("group_id"),
+        "partition_key": _text(annotations.get(PARTITION_KEY_ANNOTATION.encode())),
+        "correlation_id": prop("correlation_id"),
+        "subject": prop("subject"),
+        "to": prop("to"),
+        "reply_to": prop("reply_to"),
+        "reply_to_session_id": prop("reply_to_group_id"),
+        "content_type": prop("content_type"),
+        "time_to_live": ttl,
+        "enqueued_time_utc": enqueued,
+        "sequence_number": annotations.get(b"x-opt-sequence-number"),
+        "enqueued_sequence_number": annotations.get(b"x-opt-enqueue-sequence-number"),
+        "scheduled_enqueue_time_utc": _utc_from_ms(annotations.get(b"x-opt-scheduled-enqueue-time")),
+        "expires_at_utc": enqueued + ttl if enqueued and ttl else None,
+        "state": int(annotations.get(b"x-opt-message-state") or 0),
+        "dead_letter_source": _text(annotations.get(b"x-opt-deadletter-source")),
+        "dead_letter_reason": _text(application.get(b"DeadLetterReason")),
+        "dead_letter_error_description": _text(application.get(b"DeadLetterErrorDescription")),
+        "delivery_count": message.delivery_count,
+        "lock_token": str(message.lock_token) if message.lock_token else None,
+        "locked_until": message.locked_until_utc,
+    }
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    return value
+
+
+def _utc_from_ms(milliseconds: int | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(milliseconds / 1000, dt.UTC) if milliseconds else None
+
+
 def _ttl_of(raw: AmqpAnnotatedMessage) -> dt.timedelta | None:
     """The exact TimeToLive in milliseconds (the SDK's `time_to_live` property rounds to seconds)."""
     ttl_ms = raw.header.time_to_live if raw.header else None

@@ -22,8 +22,11 @@ HOP_SEPARATOR = ";"
 
 def iso_utc(moment: dt.datetime) -> str:
     """ISO 8601 in UTC with millisecond precision and a `Z` suffix (`2026-11-22T12:00:00.123Z`)."""
-    moment = moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    elif moment.utcoffset():
+        moment = moment.astimezone(dt.UTC)
+    return moment.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def read_stamp(properties: Mapping[str, Any], name: str) -> str | None:

@@ -13,7 +13,7 @@ from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 from sb_wire import ENQUEUED, received, roundtrip
 
 from replicators.copy import CopyOptions, copy_message
-from replicators.message import AmqpBody, SourceMessage, decode_application_properties
+from replicators.message import AmqpBody, SourceMessage, decode_application_properties, system_properties
 
 FULL = dict(
     application_properties={"tenant": "contoso", "count": 7, "ratio": 0.5, "urgent": True, "none": None},
@@ -225,3 +225,23 @@ def test_replica_without_enqueue_time_is_refused():
     fmsg = FunctionMessage(body=b"x", message_id="m", application_properties={}, user_properties={})
     with pytest.raises(ValueError, match="EnqueuedTimeUtc"):
         SourceMessage.from_function(fmsg, namespace="p", entity="q")
+
+
+def test_one_pass_reader_agrees_with_every_sdk_property():
+    msg = ServiceBusMessage(b"x", **FULL, scheduled_enqueue_time_utc=ENQUEUED - dt.timedelta(minutes=1))
+    msg.application_properties.update({"DeadLetterReason": "r", "DeadLetterErrorDescription": "d"})
+    message = received(
+        msg,
+        delivery_count=3,
+        extra_annotations={b"x-opt-deadletter-source": "orders", b"x-opt-message-state": 2},
+    )
+    fields = system_properties(message)
+    for name, value in fields.items():
+        sdk_name = "locked_until_utc" if name == "locked_until" else name
+        expected = getattr(message, sdk_name)
+        if name == "state":
+            expected = int(expected.value)
+        if name == "lock_token":
+            expected = str(expected) if expected else None
+        assert value == expected, name
+    assert fields["dead_letter_reason"] == "r" and fields["dead_letter_source"] == "orders"
