@@ -1,4 +1,4 @@
-"""Kill the process holding the store mid-stream: nothing acknowledged is lost, nothing settled comes back."""
+"""Kill the process holding the store mid-stream: nothing acknowledged is lost or undone."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
+from collections import Counter
 from pathlib import Path
 
-from local_broker.engine import Message, Namespace
+from local_broker.engine import Message, MessageState, Namespace
 from local_broker.store import SqliteStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +43,18 @@ CHILD = textwrap.dedent(
             ns.complete("q", [m.lock_token for m in got])
             ns.commit()
             out.write("completed " + " ".join(m.message_id for m in got) + "\\n")
+        else:
+            got = ns.receive("q", 3)
+            ns.abandon("q", [m.lock_token for m in got])
+            ns.commit()
+            out.write("abandoned " + " ".join(m.message_id for m in got) + "\\n")
+            got = ns.receive("q", 2)
+            ns.defer("q", [m.lock_token for m in got])
+            ns.commit()
+            out.write("deferred " + " ".join(m.message_id for m in got) + "\\n")
+            (held,) = ns.receive("q", 1)  # left locked: its lock must survive the kill
+            ns.commit()
+            out.write(f"locked {held.message_id}={held.lock_token}\\n")
         out.flush()
         batch += 1
     """
@@ -56,10 +70,22 @@ def test_kill_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
     sent: set[str] = set()
     attempted: set[str] = set()
     completed: set[str] = set()
+    deferred: set[str] = set()
+    abandons: Counter[str] = Counter()
+    locks: dict[str, uuid.UUID] = {}
 
     def record(line: str) -> None:
         kind, _, rest = line.strip().partition(" ")
-        {"sent": sent, "completing": attempted, "completed": completed}[kind].update(rest.split())
+        names = rest.split()
+        if kind == "abandoned":
+            abandons.update(names)
+        elif kind == "locked":
+            name, _, token = rest.partition("=")
+            locks[name] = uuid.UUID(token)
+        else:
+            {"sent": sent, "completing": attempted, "completed": completed, "deferred": deferred}[
+                kind
+            ].update(names)
 
     assert child.stdout is not None
     try:
@@ -77,11 +103,21 @@ def test_kill_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
             record(line)
 
     ns = Namespace.open(SqliteStore(path))
-    present = {m.message_id: m for m in ns.peek("q", 0, 100_000)}
+    present = {m.message_id: m for p in ("q", "q/$DeadLetterQueue") for m in ns.peek(p, 0, 100_000)}
     missing = sent - attempted - set(present)
     assert not missing, f"acknowledged messages lost: {sorted(missing)[:10]}"
     assert not completed & set(present), "completed messages came back"
     assert all(present[i].body == b"payload-" + i.encode() for i in sent - attempted)
+    # acknowledged state changes held too: delivery counts, deferral, locks
+    assert abandons and deferred and locks
+    for name, count in abandons.items():
+        if name not in attempted:
+            assert present[name].delivery_count >= count, name
+    for name in deferred - attempted:
+        assert present[name].state is MessageState.DEFERRED, name
+    for name, token in locks.items():
+        if name not in attempted:
+            assert present[name].lock_token == token, name
     numbers = sorted(m.sequence_number for m in present.values())
     assert len(numbers) == len(set(numbers))
     # the namespace keeps working after the crash: new numbers continue above the old ones
