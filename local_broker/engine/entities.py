@@ -103,10 +103,6 @@ class ReadyQueue:
             heapq.heappop(returned)
         return bool(fresh or returned)
 
-    def clear(self) -> None:
-        self.fresh.clear()
-        self.returned.clear()
-
 
 @dataclass(slots=True)
 class SessionLock:
