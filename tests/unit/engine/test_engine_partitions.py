@@ -142,3 +142,16 @@ def test_dedup_key_includes_the_partition_key(ns: Namespace) -> None:
     ns.send("pd", [msg(message_id="m", partition_key="a"), msg(message_id="m", partition_key="b")])
     ns.send("pd", msg(message_id="m", partition_key="a"))  # duplicate of the first
     assert sorted(m.partition_key for m in ns.receive("pd", 10)) == ["a", "b"]
+
+
+def test_forward_into_a_down_partition_waits_on_the_transfer_dead_letter_queue(ns: Namespace) -> None:
+    ns.create_queue(QueueProperties("pdest", enable_partitioning=True))
+    ns.create_queue(QueueProperties("src", forward_to="pdest"))
+    ns.send("pdest", msg(partition_key="k"))
+    (probe,) = ns.receive("pdest", 1, ReceiveMode.RECEIVE_AND_DELETE)
+    ns.set_partition_available("pdest", probe.partition_id, False)
+    ns.send("src", [msg(message_id="keyed", partition_key="k"), msg(message_id="keyless")])
+    assert ids(ns.peek("src/$Transfer/$DeadLetterQueue", 0, 5)) == ["keyed"]
+    assert ids(ns.receive("pdest", 5)) == ["keyless"]
+    (stuck,) = ns.peek("src/$Transfer/$DeadLetterQueue", 0, 5)
+    assert stuck.dead_letter_reason == "ServerBusy"
