@@ -1,0 +1,270 @@
+"""The applications of a drill: a paced producer, region-local consumers (all-active, spillover), and a
+recording wrapper around receivers that logs every delivery, so a drill can check what the failover consumer
+reports against what the broker actually handed it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from azure.servicebus import ServiceBusMessage
+
+from patterns.failover import FailoverProducer, NamespacesUnavailableError
+from patterns.regions import Region, is_outage, message_record, settle
+from replicators.audit import AuditSink
+from replicators.message import decode_application_properties
+from replicators.stamps import origin_enqueued_time
+
+log = logging.getLogger(__name__)
+RECONNECT_DELAY_SECONDS = 0.5
+
+
+class PoisonMessage(Exception):
+    """The drill's handlers refuse messages chosen as poison, so they fail everywhere (spillover)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message as a receiver got it: which namespace, when, and when it was first enqueued anywhere."""
+
+    message_id: str
+    namespace: str
+    received: dt.datetime
+    enqueued: dt.datetime  # EnqueuedTimeUtc in `namespace`
+    origin_enqueued: dt.datetime  # the first hop's, from `repl-enqueued-time` (its own for an original)
+
+
+@dataclass
+class DeliveryLog:
+    deliveries: list[Delivery] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, namespace: str, messages: Iterable[Any]) -> None:
+        now = dt.datetime.now(dt.UTC)
+        entries = [
+            Delivery(
+                str(m.message_id),
+                namespace,
+                now,
+                m.enqueued_time_utc,
+                origin_enqueued_time(decode_application_properties(m.application_properties))
+                or m.enqueued_time_utc,
+            )
+            for m in messages
+        ]
+        with self._lock:
+            self.deliveries.extend(entries)
+
+    def snapshot(self) -> list[Delivery]:
+        with self._lock:
+            return list(self.deliveries)
+
+
+class RecordingReceiver:
+    """A receiver link that logs each message `receive_messages` returns; everything else is the SDK's."""
+
+    def __init__(self, link: Any, namespace: str, deliveries: DeliveryLog) -> None:
+        self._link, self._namespace, self._deliveries = link, namespace, deliveries
+
+    def receive_messages(self, **kwargs: Any) -> list[Any]:
+        batch = self._link.receive_messages(**kwargs)
+        self._deliveries.add(self._namespace, batch)
+        return batch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._link, name)
+
+
+def recorded(region: Region, deliveries: DeliveryLog) -> Region:
+    """The same region, its receivers wrapped in `RecordingReceiver`."""
+    connect = region.connect
+    return Region(region.name, lambda: RecordingReceiver(connect(), region.name, deliveries))
+
+
+class Worker:
+    """A daemon thread running `body(stop_event)`; an exception is kept and raised again by `join`."""
+
+    def __init__(self, name: str, body: Callable[[threading.Event], None]) -> None:
+        self.stop_event = threading.Event()
+        self.error: BaseException | None = None
+        self.name = name
+        self._body = body
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> Worker:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._body(self.stop_event)
+        except BaseException as error:  # reported to the drill by join()
+            log.exception("%s failed", self.name)
+            self.error = error
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.stop_event.set()
+        self.join(timeout)
+
+    def join(self, timeout: float = 30.0) -> None:
+        self._thread.join(timeout)
+        if self.error is not None:
+            raise RuntimeError(f"{self.name} failed: {self.error}") from self.error
+
+
+@dataclass
+class PacedProducer:
+    """Sends `count` messages (MessageIds `<prefix>-000000`, ...) through a failover producer at `rate`
+    messages per second; a message neither namespace accepted is counted, never retried by hand."""
+
+    producer: FailoverProducer
+    prefix: str
+    count: int
+    rate: float
+    sent: int = 0
+    unsent: list[str] = field(default_factory=list)
+
+    def message_id(self, index: int) -> str:
+        return f"{self.prefix}-{index:06d}"
+
+    def run(self, stop: threading.Event) -> None:
+        started = time.monotonic()
+        for index in range(self.count):
+            delay = started + index / self.rate - time.monotonic()
+            if delay > 0 and stop.wait(delay):
+                return
+            message_id = self.message_id(index)
+            try:
+                self.producer.send(ServiceBusMessage(f'{{"n": {index}}}', message_id=message_id))
+            except NamespacesUnavailableError as error:
+                log.error("%s", error)
+                self.unsent.append(message_id)
+                continue
+            self.sent += 1
+
+
+class LocalConsumer:
+    """The consumer of one region in a pattern where every region consumes on its own (all-active,
+    spillover): receive, handle, complete, write a `processed` audit record. A handler failure abandons the
+    message (its delivery count grows until the dead-letter queue takes it); an outage error drops the link
+    and tries again, so the consumer resumes when the namespace is back."""
+
+    def __init__(
+        self,
+        region: Region,
+        handler: Callable[[Any], None],
+        *,
+        entity: str,
+        audit: AuditSink,
+        processor: str,
+        batch_size: int = 10,
+        max_wait_time: float = 1.0,
+    ) -> None:
+        self.region, self.handler, self.entity, self.audit = region, handler, entity, audit
+        self.processor, self.batch_size, self.max_wait_time = processor, batch_size, max_wait_time
+        self.handled = 0
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                self.poll(stop)
+        finally:
+            self.region.drop()
+
+    def poll(self, stop: threading.Event) -> None:
+        try:
+            batch = self.region.link.receive_messages(
+                max_message_count=self.batch_size, max_wait_time=self.max_wait_time
+            )
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            self.region.drop()
+            stop.wait(RECONNECT_DELAY_SECONDS)
+            return
+        for message in batch:
+            self._handle(message)
+
+    def _handle(self, message: Any) -> None:
+        try:
+            self.handler(message)
+        except PoisonMessage:
+            self._settle(message, abandon=True)
+            return
+        now = dt.datetime.now(dt.UTC)
+        self.audit.write(
+            [
+                message_record(
+                    "processed",
+                    message,
+                    namespace=self.region.name,
+                    entity=self.entity,
+                    enqueued=message.enqueued_time_utc,
+                    observed=now,
+                    processor=self.processor,
+                )
+            ]
+        )
+        self.handled += 1
+        self._settle(message)
+
+    def _settle(self, message: Any, *, abandon: bool = False) -> None:
+        settle(self.region, message, abandon=abandon)
+
+
+class TrackingSink:
+    """An audit sink that also counts what passes, so a drill can show progress and tell when every sent
+    message has been processed, without reading its own files back while it runs."""
+
+    def __init__(self, inner: AuditSink, tracker: Tracker) -> None:
+        self._inner, self._tracker = inner, tracker
+
+    def write(self, records: Iterable[Any]) -> None:
+        records = list(records)
+        self._inner.write(records)
+        self._tracker.add(records)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+@dataclass
+class Tracker:
+    """MessageIds sent per namespace and processed per namespace, as the clients report them."""
+
+    sent: dict[str, set[str]] = field(default_factory=dict)
+    processed: dict[str, list[str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, records: Iterable[Any]) -> None:
+        with self._lock:
+            for record in records:
+                if record["event"] == "sent":
+                    self.sent.setdefault(record["namespace"], set()).add(record["message_id"])
+                elif record["event"] == "processed":
+                    self.processed.setdefault(record["namespace"], []).append(record["message_id"])
+
+    def sent_ids(self) -> set[str]:
+        with self._lock:
+            return set().union(*self.sent.values())
+
+    def processed_ids(self, namespace: str | None = None) -> set[str]:
+        with self._lock:
+            lists = self.processed.values() if namespace is None else [self.processed.get(namespace, [])]
+            return set().union(*map(set, lists))
+
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        with self._lock:
+            return (
+                {ns: len(ids) for ns, ids in self.sent.items()},
+                {ns: len(ids) for ns, ids in self.processed.items()},
+            )

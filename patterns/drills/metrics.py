@@ -1,0 +1,330 @@
+"""The figures of a drill, from its audit logs (docs/audit-log.md) and its clients' reports: messages sent,
+processed, lost, processed twice, time to fail over and back, replication lag; plus each pattern's checks,
+and the text the drill prints."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from patterns.transforms import AUX_SUFFIX
+from replicators.stamps import HOP_SEPARATOR
+
+if TYPE_CHECKING:
+    from patterns.drills.run import DrillSettings, Timeline
+    from patterns.drills.scenarios import Scenario
+
+Record = dict[str, Any]
+LIST_LIMIT = 20  # ids listed per problem in the summary
+
+
+def read_records(audit_dir: Path) -> list[Record]:
+    """Every record under the audit root, whichever writer wrote it."""
+    records = []
+    for path in sorted(audit_dir.rglob("*.jsonl")):
+        with open(path, encoding="utf-8") as handle:
+            records.extend(json.loads(line) for line in handle if line.strip())
+    return records
+
+
+def parse_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def hops(record: Record) -> int:
+    """How many replication hops a record's message made (0: an original)."""
+    source = record.get("repl_source")
+    return 0 if not source else len(source.split(HOP_SEPARATOR))
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def replication_lag_ms(records: Iterable[Record]) -> list[float]:
+    """Replica EnqueuedTimeUtc minus its origin's (`repl-enqueued-time`, first hop), per replica seen."""
+    return [
+        (
+            parse_time(r["enqueued_time_utc"]) - parse_time(r["repl_enqueued_time"].split(HOP_SEPARATOR)[0])
+        ).total_seconds()
+        * 1000
+        for r in records
+        if r.get("repl_enqueued_time")
+    ]
+
+
+def _first_after(records: Iterable[Record], moment: dt.datetime | None) -> float | None:
+    """Seconds from `moment` to the earliest record observed at or after it."""
+    if moment is None:
+        return None
+    times = [t for t in (parse_time(r["observed_time_utc"]) for r in records) if t >= moment]
+    return None if not times else round((min(times) - moment).total_seconds(), 3)
+
+
+def _consumer_back(
+    scenario: Scenario, processed: list[Record], primary: str, restored: dt.datetime | None
+) -> float | None:
+    """Seconds from the primary's return until the consumer switched back to it, or (for consumers that never
+    switch) until the first message it processed there."""
+    if restored is None:
+        return None
+    back = scenario.consumer_back_at(restored)
+    if back is not None:
+        return round((back - restored).total_seconds(), 3)
+    return _first_after([r for r in processed if r["namespace"] == primary], restored)
+
+
+def _ids(ids: Iterable[str]) -> list[str]:
+    return sorted(ids)[:LIST_LIMIT]
+
+
+def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, records: list[Record]) -> dict:
+    primary, secondary = scenario.drill.names
+    by_event: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        by_event[record["event"]].append(record)
+    sent = {r["message_id"]: r for r in by_event["sent"]}
+    processed = [r for r in by_event["processed"] if not r.get("processor", "").endswith(AUX_SUFFIX)]
+    aux = [r for r in by_event["processed"] if r.get("processor", "").endswith(AUX_SUFFIX)]
+    handled = processed + aux
+    problems: list[str] = []
+
+    if scenario.every_region_processes:
+        per_region = {
+            ns: Counter(r["message_id"] for r in handled if r["namespace"] == ns)
+            for ns in (primary, secondary)
+        }
+        lost = {m for m in sent if any(per_region[ns][m] == 0 for ns in per_region)}
+        twice = {m for counts in per_region.values() for m, n in counts.items() if n > 1}
+    else:
+        counts = Counter(r["message_id"] for r in handled)
+        lost = set(sent) - set(counts)
+        twice = {m for m, n in counts.items() if n > 1}
+    if lost:
+        problems.append(f"{len(lost)} message(s) lost: {_ids(lost)}")
+    homed = scenario.producers[0].prefix + "-"  # the producer whose home is the primary
+    own_sends = [r for r in by_event["sent"] if r["message_id"].startswith(homed)]
+    lag = replication_lag_ms(by_event["enqueued"] or processed)
+    summary: dict[str, Any] = {
+        "pattern": settings.pattern,
+        "out": str(settings.out),
+        "settings": {
+            "messages": settings.messages,
+            "outage_s": settings.outage,
+            "mode": settings.mode,
+            "warmup_s": settings.warmup,
+            "probe_interval_s": settings.probe_interval,
+            "lock_duration": settings.lock_duration,
+            "ttl": settings.ttl,
+            "deadline": settings.deadline,
+        },
+        "namespaces": [primary, secondary],
+        "sent": len(sent),
+        "sent_by_namespace": dict(Counter(r["namespace"] for r in sent.values())),
+        "unsent": sum(len(p.unsent) for p in scenario.producers),
+        "processed": len({r["message_id"] for r in handled}),
+        "processed_by_namespace": dict(Counter(r["namespace"] for r in processed)),
+        "lost": len(lost),
+        "processed_twice": len(twice),
+        "time_to_fail_over_s": {
+            "producer": _first_after(
+                [r for r in own_sends if r["namespace"] == secondary], timeline.fault_at
+            ),
+            "consumer": _first_after(
+                [r for r in processed if r["namespace"] == secondary], timeline.fault_at
+            ),
+        },
+        "time_to_fail_back_s": {
+            "producer": _first_after(
+                [r for r in own_sends if r["namespace"] == primary], timeline.restored_at
+            ),
+            "consumer": _consumer_back(scenario, processed, primary, timeline.restored_at),
+        },
+        "replication_lag_ms": {
+            "p50": _round(percentile(lag, 0.5)),
+            "p99": _round(percentile(lag, 0.99)),
+            "max": _round(max(lag, default=None)),
+            "replicas": len(lag),
+        },
+        "fault_at": _iso(timeline.fault_at),
+        "restored_at": _iso(timeline.restored_at),
+        "settled": timeline.settled_at is not None,
+        "duration_s": round((timeline.finished_at - timeline.started).total_seconds(), 1)
+        if timeline.finished_at
+        else None,
+        "steps": timeline.steps,
+    }
+    if twice:
+        summary["processed_twice_ids"] = _ids(twice)
+    details = scenario.details()
+    problems += CHECKS[settings.pattern](summary, details, by_event, handled, scenario)
+    summary["pattern_details"] = details
+    summary["problems"] = problems
+    summary["passed"] = not problems
+    return summary
+
+
+def _check_all_active(
+    summary: dict, details: dict, by_event: dict[str, list[Record]], handled: list[Record], scenario: Scenario
+) -> list[str]:
+    """Every region gets every message once (audit taps and consumers), none bounces."""
+    problems = []
+    sent = {r["message_id"] for r in by_event["sent"]}
+    for ns in scenario.drill.names:
+        seen = Counter(r["message_id"] for r in by_event["enqueued"] if r["namespace"] == ns)
+        missing, extra = sent - set(seen), {m for m, n in seen.items() if n > 1}
+        details[f"enqueued_in_{ns}"] = sum(seen.values())
+        if missing:
+            problems.append(f"{len(missing)} message(s) never reached {ns}: {_ids(missing)}")
+        if extra:
+            problems.append(f"{len(extra)} message(s) reached {ns} more than once: {_ids(extra)}")
+    bounced = {r["message_id"] for r in by_event["enqueued"] if hops(r) > 1}
+    details["bounced"] = len(bounced)
+    if bounced:
+        problems.append(f"{len(bounced)} message(s) bounced back: {_ids(bounced)}")
+    if summary["processed_twice"]:
+        problems.append(f"{summary['processed_twice']} message(s) processed twice in one region")
+    return problems
+
+
+def _check_active_passive(
+    summary: dict, details: dict, by_event: dict[str, list[Record]], handled: list[Record], scenario: Scenario
+) -> list[str]:
+    """Nothing lost (checked for all); every repeated delivery reported; duplicates within the TTL window."""
+    problems = []
+    if details["duplicates_unreported"]:
+        problems.append(
+            f"deliveries neither processed nor reported as duplicates: "
+            f"{_ids(details['duplicates_unreported'])}"
+        )
+    if details["duplicates_outside_ttl_window"]:
+        problems.append(
+            f"duplicates enqueued on the secondary before the TTL window: "
+            f"{_ids(details['duplicates_outside_ttl_window'])}"
+        )
+    if not any(e["kind"] == "failover" for e in details["consumer_events"]):
+        problems.append("the consumer never failed over")
+    return problems
+
+
+def _check_spillover(
+    summary: dict, details: dict, by_event: dict[str, list[Record]], handled: list[Record], scenario: Scenario
+) -> list[str]:
+    """The stopped consumer's messages are handled by the other region before the deadline; nothing bounces;
+    the auxiliary queues get exactly the double spills (the poison messages)."""
+    problems = []
+    primary, secondary = scenario.drill.names
+    sent = {r["message_id"]: r for r in by_event["sent"]}
+    poison = set(details["poison"])
+    in_aux = Counter(r["message_id"] for r in handled if r["processor"].endswith(AUX_SUFFIX))
+    work = [r for r in handled if not r["processor"].endswith(AUX_SUFFIX)]
+    spilled = [r for r in work if hops(r) == 1]
+    bounced = {r["message_id"] for r in work if hops(r) > 1} | {m for m in in_aux if m not in poison}
+    details.update(
+        spilled=len(spilled),
+        double_spills=sum(in_aux.values()),
+        poison_processed=sorted(poison & {r["message_id"] for r in work}),
+    )
+    deadline = dt.timedelta(seconds=details["deadline_s"])
+    ages = {
+        r["message_id"]: parse_time(r["observed_time_utc"])
+        - parse_time(sent[r["message_id"]]["observed_time_utc"])
+        for r in spilled
+        if r["message_id"] in sent
+    }
+    details["spilled_age_max_s"] = round(max(ages.values(), default=dt.timedelta()).total_seconds(), 3)
+    stopped, restarted = details["consumer_stopped_at"], details["consumer_restarted_at"]
+    if stopped and restarted:
+        window = (parse_time(stopped), parse_time(restarted) - deadline / 2)
+        stranded = {
+            m
+            for m, r in sent.items()
+            if r["namespace"] == primary
+            and m not in poison
+            and window[0] <= parse_time(r["observed_time_utc"]) < window[1]
+        }
+        took_over = {r["message_id"] for r in spilled if r["namespace"] == secondary} & stranded
+        late = {m for m in took_over if ages[m] > deadline}
+        details.update(
+            stopped_consumer_messages=len(stranded),
+            handled_by_other_region=len(took_over),
+            handled_after_deadline=sorted(late),
+        )
+        if stranded - took_over:
+            problems.append(
+                f"messages of the stopped consumer not handled by {secondary}: {_ids(stranded - took_over)}"
+            )
+        if late:
+            problems.append(
+                f"spilled messages handled after the {deadline.total_seconds():.0f} s deadline: {_ids(late)}"
+            )
+    if bounced:
+        problems.append(f"{len(bounced)} message(s) bounced: {_ids(bounced)}")
+    if set(in_aux) != poison or any(n > 1 for n in in_aux.values()):
+        problems.append(
+            f"the auxiliary queues hold {dict(in_aux)} instead of each double spill once: {_ids(poison)}"
+        )
+    if details["poison_processed"]:
+        problems.append(f"poison messages processed: {_ids(details['poison_processed'])}")
+    return problems
+
+
+CHECKS = {
+    "all-active": _check_all_active,
+    "active-passive": _check_active_passive,
+    "spillover": _check_spillover,
+}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} s"
+
+
+def format_summary(summary: dict) -> str:
+    """What a drill prints at the end."""
+    s = summary
+    lag, over, back = s["replication_lag_ms"], s["time_to_fail_over_s"], s["time_to_fail_back_s"]
+    by_ns = ", ".join(f"{ns} {n}" for ns, n in sorted(s["sent_by_namespace"].items()))
+    lines = [
+        f"{s['pattern']} drill: {'PASS' if s['passed'] else 'FAIL'} "
+        f"({s['settings']['outage_s']:.0f} s outage, mode {s['settings']['mode']}, {s['duration_s']} s)",
+        f"  messages sent {s['sent']} ({by_ns}), processed {s['processed']}, lost {s['lost']}, "
+        f"processed twice {s['processed_twice']}",
+        f"  time to fail over: producer {_seconds(over['producer'])}, consumer {_seconds(over['consumer'])}; "
+        f"time to fail back: producer {_seconds(back['producer'])}, consumer {_seconds(back['consumer'])}",
+        f"  replication lag p50 {lag['p50']} ms, p99 {lag['p99']} ms, max {lag['max']} ms "
+        f"({lag['replicas']} replicas)",
+    ]
+    d = s["pattern_details"]
+    if "duplicates_delivered" in d:
+        lines.append(
+            f"  duplicates delivered {d['duplicates_delivered']}, reported {d['duplicates_reported']} "
+            f"(by {d['duplicates_by'] or 'none'}), replica TTL {d['replica_ttl_s']:.0f} s"
+        )
+    if "spilled" in d:
+        lines.append(
+            f"  spilled {d['spilled']} (oldest handled at {d['spilled_age_max_s']} s of a "
+            f"{d['deadline_s']:.0f} s deadline), double spills in the aux queues {d['double_spills']}"
+        )
+    if "bounced" in d:
+        reached = ", ".join(f"{k.removeprefix('enqueued_in_')} {v}" for k, v in d.items()
+                            if k.startswith("enqueued_in_"))
+        lines.append(f"  messages enqueued per region: {reached}; bounced {d['bounced']}")
+    lines += [f"  PROBLEM: {p}" for p in s["problems"]]
+    lines.append(f"  summary: {Path(s['out']) / 'drill-summary.json'}")
+    return "\n".join(lines)

@@ -1,0 +1,255 @@
+"""One drill from start to finish: the broker process, the pattern applied through the admin client, the
+Functions host process, the pattern's clients, the outage through the control API, the wait until every
+message has been handled, and the summary (`drill-summary.json`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patterns.apply import apply_topology
+from patterns.building import connection_setting
+from patterns.drills import metrics
+from patterns.drills.broker import BrokerError, BrokerNamespace, BrokerProcess, read_ready_file
+from patterns.drills.clients import Tracker, TrackingSink
+from patterns.drills.functions import FunctionsHostProcess
+from patterns.drills.scenarios import SCENARIOS, Scenario, Step
+from patterns.failover import FailoverPolicy
+from patterns.regions import PRIMARY, SECONDARY, Region, sdk_regions
+from patterns.topology import Topology, dump_topology
+from replicators.audit import AuditSink, open_sink
+
+AUDIT_SINK_SETTING = "SBFED_AUDIT_SINK"
+QUIET_SECONDS = 3.0  # after everything was processed: time for a late duplicate or bounce to show up
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DrillSettings:
+    pattern: str
+    out: Path
+    messages: int = 600
+    outage: float = 15.0
+    warmup: float = 5.0  # seconds of normal traffic before the fault
+    mode: str = "drop"  # how the primary goes down: drop (open connections cut too) or refuse
+    ttl: str = "PT10S"  # active-passive: replica TimeToLive
+    deadline: str = "PT20S"  # spillover: processing deadline (messages live half of it per region)
+    lock_duration: str = "PT10S"  # on the pattern's queues and subscriptions: locks held at the fault return
+    probe_interval: float = 5.0
+    settle_timeout: float = 90.0  # after the last send, how long to wait for everything to be handled
+    broker_file: Path | None = None  # namespaces of a running broker (its --ready-file); default: start one
+    namespaces: tuple[str, str] = (PRIMARY, SECONDARY)
+    in_memory: bool = True
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out)
+        if self.pattern not in SCENARIOS:
+            raise ValueError(f"unknown pattern '{self.pattern}': choose one of {', '.join(SCENARIOS)}")
+        if self.messages < 1 or self.outage <= 0 or self.warmup <= 0:
+            raise ValueError("--messages must be at least 1, --outage and --warmup above 0 seconds")
+        if self.mode not in ("drop", "refuse"):
+            raise ValueError(f"--mode must be drop or refuse, not '{self.mode}'")
+
+    @property
+    def recovery(self) -> float:
+        """Time for the producer's probe to find the primary, then the consumer's, then its drain."""
+        return 2 * self.probe_interval + 3.0
+
+
+@dataclass
+class Timeline:
+    started: dt.datetime
+    fault_at: dt.datetime | None = None
+    restored_at: dt.datetime | None = None
+    sending_done_at: dt.datetime | None = None
+    settled_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    steps: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Drill:
+    """What a scenario sees of the running drill."""
+
+    settings: DrillSettings
+    names: tuple[str, str]
+    namespaces: dict[str, BrokerNamespace]
+    audit_dir: Path
+    tracker: Tracker = field(default_factory=Tracker)
+    policy: FailoverPolicy = field(default_factory=FailoverPolicy)
+    _sinks: list[AuditSink] = field(default_factory=list)
+
+    def regions(self, **entity: Any) -> tuple[Region, Region]:
+        """Primary and secondary for the failover clients (sdk_regions), named after the namespaces."""
+        strings = {
+            PRIMARY: self.namespaces[self.names[0]].connection_string,
+            SECONDARY: self.namespaces[self.names[1]].connection_string,
+        }
+        regions = sdk_regions(strings, **entity)
+        return Region(self.names[0], regions[0].connect), Region(self.names[1], regions[1].connect)
+
+    def sink(self, writer: str) -> AuditSink:
+        sink = TrackingSink(open_sink(str(self.audit_dir), writer), self.tracker)
+        self._sinks.append(sink)
+        return sink
+
+
+@dataclass
+class DrillResult:
+    summary: dict[str, Any]
+    scenario: Scenario
+    timeline: Timeline
+    summary_path: Path
+
+
+def prepare_topology(scenario: Scenario, names: tuple[str, str], settings: DrillSettings) -> Topology:
+    """The pattern's topology with the drill's lock duration on every queue and subscription, so messages
+    locked by a client when its connection is cut come back within the drill."""
+    topology = scenario.topology(names[0], names[1], str(settings.out / "audit"))
+    for namespace in topology.namespaces.values():
+        for queue in namespace.queues:
+            queue.properties.setdefault("lock_duration", settings.lock_duration)
+        for topic in namespace.topics:
+            for subscription in topic.subscriptions:
+                subscription.properties.setdefault("lock_duration", settings.lock_duration)
+    return topology
+
+
+def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = None) -> DrillResult:
+    report = progress or _printer()
+    out = settings.out
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    broker = (
+        None
+        if settings.broker_file
+        else BrokerProcess(settings.namespaces, out, in_memory=settings.in_memory)
+    )
+    namespaces = read_ready_file(settings.broker_file) if settings.broker_file else broker.start()
+    host: FunctionsHostProcess | None = None
+    scenario: Scenario | None = None
+    try:
+        missing = [n for n in settings.namespaces if n not in namespaces]
+        if missing:
+            raise BrokerError(f"the broker hosts {', '.join(namespaces)}, not {', '.join(missing)}")
+        drill = Drill(
+            settings,
+            settings.namespaces,
+            namespaces,
+            out / "audit",
+            policy=FailoverPolicy(probe_interval=settings.probe_interval),
+        )
+        scenario = SCENARIOS[settings.pattern](drill)
+        topology = prepare_topology(scenario, drill.names, settings)
+        dump_topology(topology, out / "topology.yaml")
+        report(f"{settings.pattern}: broker up ({', '.join(drill.names)}); applying the pattern")
+        with open(out / "logs" / "apply.log", "w", encoding="utf-8") as apply_log:
+            apply_topology(
+                topology,
+                {n: namespaces[n].admin_client() for n in drill.names},
+                report=lambda line: print(line, file=apply_log),
+            )
+        host_settings = {connection_setting(n): namespaces[n].connection_string for n in drill.names}
+        host = FunctionsHostProcess(
+            out / "topology.yaml",
+            {**host_settings, AUDIT_SINK_SETTING: str(out / "audit")},
+            out / "logs" / "functions-host.log",
+        )
+        host.start()
+        report(
+            f"{settings.pattern}: Functions host running {len(topology.tasks)} task(s); starting the clients"
+        )
+        timeline = _run_timeline(drill, scenario, report)
+    finally:
+        errors = []
+        for stop in (
+            scenario.stop if scenario else None,
+            host.stop if host else None,
+            broker.stop if broker else None,
+        ):
+            if stop is None:
+                continue
+            try:
+                stop()
+            except Exception as error:  # keep stopping the rest; report after
+                errors.append(f"{type(error).__name__}: {error}")
+        if errors and sys.exc_info()[0] is None:
+            raise RuntimeError("; ".join(errors))
+    timeline.finished_at = dt.datetime.now(dt.UTC)
+    summary = metrics.summarize(settings, scenario, timeline, metrics.read_records(out / "audit"))
+    summary_path = out / "drill-summary.json"
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return DrillResult(summary, scenario, timeline, summary_path)
+
+
+def _run_timeline(drill: Drill, scenario: Scenario, report: Callable[[str], None]) -> Timeline:
+    settings = drill.settings
+    control = drill.namespaces[drill.names[0]].control()
+    timeline = Timeline(started=dt.datetime.now(dt.UTC))
+
+    def fault() -> None:
+        control.set_down(settings.mode)
+        timeline.fault_at = dt.datetime.now(dt.UTC)
+
+    def restore() -> None:
+        control.set_down(None)
+        timeline.restored_at = dt.datetime.now(dt.UTC)
+
+    back = settings.warmup + settings.outage
+    steps = [
+        Step(settings.warmup, f"{drill.names[0]} down ({settings.mode})", fault),
+        Step(back, f"{drill.names[0]} back up", restore),
+        *scenario.steps(after=back + settings.recovery),
+    ]
+    sending_for = max(back + settings.recovery, max(step.offset for step in steps))
+    begin = time.monotonic()
+    scenario.start(rate=settings.messages / sending_for)
+    phase, next_report, deadline = "warm-up", 0.0, None
+    while True:
+        elapsed = time.monotonic() - begin
+        while steps and steps[0].offset <= elapsed:
+            step = steps.pop(0)
+            step.action()
+            phase = step.name
+            timeline.steps.append({"time": dt.datetime.now(dt.UTC).isoformat(), "step": step.name})
+            report(f"[{elapsed:6.1f}s] {step.name}")
+        failure = scenario.failure()
+        if failure:
+            raise RuntimeError(f"the drill stopped at {elapsed:.1f} s: {failure}")
+        if deadline is None and not steps and not scenario.sending:
+            timeline.sending_done_at = dt.datetime.now(dt.UTC)
+            deadline = time.monotonic() + settings.settle_timeout
+            phase = "settling"
+        if elapsed >= next_report:
+            report(f"[{elapsed:6.1f}s] {phase:<28} {_counts(drill)}  {scenario.status()}")
+            next_report = elapsed + 5.0
+        if deadline is not None and scenario.settled():
+            timeline.settled_at = dt.datetime.now(dt.UTC)
+            time.sleep(QUIET_SECONDS)
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            report(f"[{elapsed:6.1f}s] not settled after {settings.settle_timeout:.0f} s: {_counts(drill)}")
+            break
+        time.sleep(0.1)
+    return timeline
+
+
+def _counts(drill: Drill) -> str:
+    sent, processed = drill.tracker.counts()
+    return (
+        f"sent {sum(sent.values())} ({', '.join(f'{n} {c}' for n, c in sorted(sent.items()))})  "
+        f"processed {sum(processed.values())}"
+    )
+
+
+def _printer() -> Callable[[str], None]:
+    def report(line: str) -> None:
+        print(line, flush=True)
+
+    return report

@@ -1,0 +1,333 @@
+"""What each pattern's drill runs and checks: its topology, its applications, the extra steps of its
+timeline, when it has settled, and the pattern's own figures.
+
+- all-active: a producer homed in each region (the primary's fails over to the secondary and back), a
+  consumer in each region; every region must process every message once.
+- active-passive: the failover producer and the failover consumer (patterns/failover.py); every message
+  processed once, every repeated delivery reported, replicas alive only for the TTL window.
+- spillover: a producer with failover, a consumer per region, poison messages that fail everywhere, and a
+  phase where the primary's consumer is stopped so its messages expire into the dead-letter queue and spill
+  to the secondary; aux-queue consumers take the double spills.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from patterns import federation
+from patterns.drills.clients import (
+    DeliveryLog,
+    LocalConsumer,
+    PacedProducer,
+    PoisonMessage,
+    Worker,
+    recorded,
+)
+from patterns.durations import parse_duration
+from patterns.failover import ConsumerOptions, FailoverConsumer, FailoverProducer
+from patterns.topology import Topology
+from patterns.transforms import AUX_SUFFIX
+
+if TYPE_CHECKING:
+    from patterns.drills.run import Drill
+
+TOPIC = "events"
+QUEUE = "work"
+POISON_EVERY = 50  # one message in 50 fails in every region (spillover's double spills)
+
+
+@dataclass(frozen=True)
+class Step:
+    """Something a scenario does at `offset` seconds after the clients started."""
+
+    offset: float
+    name: str
+    action: Callable[[], None]
+
+
+@dataclass
+class Scenario:
+    """The base of the three drills: producer and consumer workers, and the pattern's expectations."""
+
+    drill: Drill
+    workers: list[Worker] = field(default_factory=list)  # consumers
+    producers: list[PacedProducer] = field(default_factory=list)
+    producer_workers: list[Worker] = field(default_factory=list)
+
+    pattern = ""
+    every_region_processes = False  # all-active: each region must process every message
+
+    def topology(self, primary: str, secondary: str, audit_sink: str) -> Topology:
+        raise NotImplementedError
+
+    def start(self, rate: float) -> None:
+        raise NotImplementedError
+
+    def steps(self, after: float) -> list[Step]:
+        """Extra steps of this pattern's timeline, from `after` seconds on (once the clients failed back)."""
+        return []
+
+    def status(self) -> str:
+        return ""
+
+    def consumer_back_at(self, restored: dt.datetime) -> dt.datetime | None:
+        """When the consumer switched back to the primary, for consumers that switch (None: the drill takes
+        the first message processed on the primary after `restored`)."""
+        return None
+
+    def details(self) -> dict[str, Any]:
+        """Pattern-specific figures and checks for the summary."""
+        return {}
+
+    def settled(self) -> bool:
+        """Every message that was sent has been processed where the pattern says it must be."""
+        tracker = self.drill.tracker
+        sent = tracker.sent_ids()
+        if self.every_region_processes:
+            return all(sent <= tracker.processed_ids(ns) for ns in self.drill.names)
+        return sent <= tracker.processed_ids()
+
+    def failure(self) -> str | None:
+        """The first client that died, and why (the drill stops instead of waiting for it)."""
+        return next(
+            (
+                f"{w.name}: {type(w.error).__name__}: {w.error}"
+                for w in [*self.producer_workers, *self.workers]
+                if w.error
+            ),
+            None,
+        )
+
+    @property
+    def sending(self) -> bool:
+        return any(w.alive for w in self.producer_workers)
+
+    def _produce(self, producer: FailoverProducer, prefix: str, count: int, rate: float) -> None:
+        paced = PacedProducer(producer, prefix, count, rate)
+        self.producers.append(paced)
+        self.producer_workers.append(Worker(f"producer-{prefix}", paced.run).start())
+
+    def stop(self) -> None:
+        errors = []
+        for worker in [*self.producer_workers, *self.workers]:
+            try:
+                worker.stop()
+            except RuntimeError as error:
+                errors.append(str(error))
+        if errors:
+            raise RuntimeError("; ".join(errors))
+
+
+class AllActive(Scenario):
+    pattern = "all-active"
+    every_region_processes = True
+
+    def topology(self, primary: str, secondary: str, audit_sink: str) -> Topology:
+        return federation.all_active([primary, secondary], TOPIC, audit_sink=audit_sink)
+
+    def start(self, rate: float) -> None:
+        drill = self.drill
+        primary, secondary = drill.names
+        senders = drill.regions(topic=TOPIC)
+        self.home_primary = FailoverProducer(
+            *senders, entity=TOPIC, policy=drill.policy, audit=drill.sink(f"producer-{primary}")
+        )
+        self.home_secondary = FailoverProducer(
+            *reversed(drill.regions(topic=TOPIC)),
+            entity=TOPIC,
+            policy=drill.policy,
+            audit=drill.sink(f"producer-{secondary}"),
+        )
+        half = drill.settings.messages // 2
+        self._produce(self.home_primary, "p", drill.settings.messages - half, rate / 2)
+        self._produce(self.home_secondary, "s", half, rate / 2)
+        for region in drill.regions(topic=TOPIC, subscription="consumer"):
+            consumer = LocalConsumer(
+                region,
+                lambda message: None,
+                entity=TOPIC,
+                audit=drill.sink(f"consumer-{region.name}"),
+                processor=f"consumer-{region.name}",
+            )
+            self.workers.append(Worker(f"consumer-{region.name}", consumer.run).start())
+
+    def status(self) -> str:
+        return f"producer(p) on {'primary' if self.home_primary.on_primary else 'secondary'}"
+
+    def details(self) -> dict[str, Any]:
+        return {"producer_events": _events(self.home_primary.events)}
+
+
+class ActivePassive(Scenario):
+    pattern = "active-passive"
+
+    def topology(self, primary: str, secondary: str, audit_sink: str) -> Topology:
+        return federation.active_passive(
+            primary, secondary, TOPIC, ttl=self.drill.settings.ttl, audit_sink=audit_sink
+        )
+
+    def start(self, rate: float) -> None:
+        drill = self.drill
+        self.deliveries = DeliveryLog()
+        self.producer = FailoverProducer(
+            *drill.regions(topic=TOPIC), entity=TOPIC, policy=drill.policy, audit=drill.sink("producer")
+        )
+        receivers = [
+            recorded(r, self.deliveries) for r in drill.regions(topic=TOPIC, subscription="consumer")
+        ]
+        options = ConsumerOptions(
+            publishers_on_primary=lambda: self.producer.on_primary, processor="consumer"
+        )
+        self.consumer = FailoverConsumer(
+            *receivers,
+            lambda message: None,
+            entity=TOPIC,
+            policy=drill.policy,
+            options=options,
+            audit=drill.sink("consumer"),
+        )
+        self._produce(self.producer, "m", drill.settings.messages, rate)
+        self.workers.append(Worker("consumer", lambda stop: self.consumer.run(until=stop.is_set)).start())
+
+    def status(self) -> str:
+        consumer = (
+            "draining secondary"
+            if self.consumer.draining
+            else ("primary" if self.consumer.on_primary else "secondary")
+        )
+        return (
+            f"producer on {'primary' if self.producer.on_primary else 'secondary'}, consumer on {consumer}, "
+            f"duplicates skipped {len(self.consumer.duplicates)}"
+        )
+
+    def consumer_back_at(self, restored: dt.datetime) -> dt.datetime | None:
+        return next(
+            (e.time for e in self.consumer.events if e.kind == "failback" and e.time >= restored), None
+        )
+
+    def details(self) -> dict[str, Any]:
+        """Every delivery the broker made is either a processed message or a reported duplicate; duplicates
+        on the secondary were enqueued there within the TTL window before the consumer failed over."""
+        deliveries = self.deliveries.snapshot()
+        processed = Counter(mid for ids in self.drill.tracker.processed.values() for mid in ids)
+        reported = Counter(d.message_id for d in self.consumer.duplicates)
+        delivered = Counter(d.message_id for d in deliveries)
+        unreported = delivered - processed - reported
+        failovers = [e.time for e in self.consumer.events if e.kind == "failover"]
+        ttl = parse_duration(self.drill.settings.ttl)
+        secondary = self.drill.names[1]
+        outside = []
+        if failovers:
+            first_failover = failovers[0]
+            outside = sorted(
+                {
+                    d.message_id
+                    for d in deliveries
+                    if d.namespace == secondary
+                    and d.message_id in reported
+                    and d.enqueued < first_failover - ttl - dt.timedelta(seconds=1)
+                }
+            )
+        return {
+            "duplicates_delivered": sum((delivered - processed).values()),
+            "duplicates_reported": len(self.consumer.duplicates),
+            "duplicates_by": dict(Counter(d.caught_by for d in self.consumer.duplicates)),
+            "duplicates_unreported": sorted(unreported),
+            "duplicates_outside_ttl_window": outside,
+            "replica_ttl_s": ttl.total_seconds(),
+            "producer_events": _events(self.producer.events),
+            "consumer_events": _events(self.consumer.events),
+        }
+
+
+class Spillover(Scenario):
+    pattern = "spillover"
+
+    def topology(self, primary: str, secondary: str, audit_sink: str) -> Topology:
+        return federation.spillover(
+            [primary, secondary], QUEUE, deadline=self.drill.settings.deadline, audit_sink=audit_sink
+        )
+
+    def start(self, rate: float) -> None:
+        drill = self.drill
+        self.producer = FailoverProducer(
+            *drill.regions(queue=QUEUE), entity=QUEUE, policy=drill.policy, audit=drill.sink("producer")
+        )
+        self._produce(self.producer, "w", drill.settings.messages, rate)
+        self.poison = {
+            self.producers[0].message_id(i)
+            for i in range(drill.settings.messages)
+            if i % POISON_EVERY == POISON_EVERY // 2
+        }
+        self.primary_region, secondary_region = drill.regions(queue=QUEUE, receive=True)
+        self.primary_consumer = self._consumer(self.primary_region, QUEUE)
+        self._consumer(secondary_region, QUEUE)
+        for region in drill.regions(queue=QUEUE + AUX_SUFFIX, receive=True):
+            self._consumer(region, QUEUE + AUX_SUFFIX)
+        self.stopped_at: dt.datetime | None = None
+        self.restarted_at: dt.datetime | None = None
+
+    def _consumer(self, region: Any, queue: str) -> Worker:
+        aux = queue.endswith(AUX_SUFFIX)
+        name = f"{region.name}/{queue}"
+        consumer = LocalConsumer(
+            region,
+            (lambda message: None) if aux else self._handle,
+            entity=QUEUE,
+            audit=self.drill.sink(f"consumer-{region.name}-{queue}"),
+            processor=name,
+        )
+        worker = Worker(name, consumer.run).start()
+        self.workers.append(worker)
+        return worker
+
+    def _handle(self, message: Any) -> None:
+        if str(message.message_id) in self.poison:
+            raise PoisonMessage(message.message_id)
+
+    def steps(self, after: float) -> list[Step]:
+        stopped_for = parse_duration(self.drill.settings.deadline).total_seconds()
+        return [
+            Step(after, "primary consumer stopped", self._stop_primary_consumer),
+            Step(after + stopped_for, "primary consumer restarted", self._restart_primary_consumer),
+        ]
+
+    def _stop_primary_consumer(self) -> None:
+        self.primary_consumer.stop()
+        self.workers.remove(self.primary_consumer)
+        self.stopped_at = dt.datetime.now(dt.UTC)
+
+    def _restart_primary_consumer(self) -> None:
+        self.primary_consumer = self._consumer(self.primary_region, QUEUE)
+        self.restarted_at = dt.datetime.now(dt.UTC)
+
+    def status(self) -> str:
+        consumer = "stopped" if self.stopped_at and not self.restarted_at else "running"
+        return (
+            f"producer on {'primary' if self.producer.on_primary else 'secondary'}, "
+            f"primary consumer {consumer}"
+        )
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "poison": sorted(self.poison & self.drill.tracker.sent_ids()),
+            "consumer_stopped_at": _iso(self.stopped_at),
+            "consumer_restarted_at": _iso(self.restarted_at),
+            "deadline_s": parse_duration(self.drill.settings.deadline).total_seconds(),
+            "producer_events": _events(self.producer.events),
+        }
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _events(events: list[Any]) -> list[dict[str, str]]:
+    return [{"time": e.time.isoformat(), "kind": e.kind, "reason": e.reason} for e in events]
+
+
+SCENARIOS: dict[str, type[Scenario]] = {s.pattern: s for s in (AllActive, ActivePassive, Spillover)}
