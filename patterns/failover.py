@@ -16,9 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from azure.servicebus.exceptions import MessageLockLostError, SessionLockLostError
-
-from patterns.regions import PRIMARY, SECONDARY, Clock, Region, SystemClock, is_outage, message_record
+from patterns.regions import (
+    PRIMARY,
+    SECONDARY,
+    Clock,
+    Region,
+    SystemClock,
+    is_outage,
+    message_record,
+    settle,
+)
 from replicators.audit import AuditSink
 from replicators.message import decode_application_properties
 from replicators.stamps import origin_enqueued_time
@@ -168,7 +175,8 @@ class FailoverConsumer(_Switching):
 
     Failback follows the seed's order: once a probe (peek, which takes nothing) finds the primary healthy and
     `publishers_on_primary()` confirms the producers are back there, the consumer drains the secondary until
-    a receive comes back empty, then consumes the primary again (skipping by MessageId what it handled on the
+    a receive comes back empty or brings a replica of a message published after the drain began, then
+    consumes the primary again (skipping by MessageId what it handled on the
     secondary). Every repeated delivery is reported in `duplicates`."""
 
     def __init__(self, primary: Region, secondary: Region, handler: Callable[[Any], None], *, entity: str,
@@ -183,6 +191,7 @@ class FailoverConsumer(_Switching):
         self.processed: OrderedDict[str, str] = OrderedDict()  # MessageId -> namespace that processed it
         self.duplicates: list[DuplicateDelivery] = []
         self._failures = 0
+        self._drain_started = self.clock.now()
 
     def poll(self) -> int:
         """Receive and handle one batch from the active namespace, switching namespaces as the policy says.
@@ -204,7 +213,11 @@ class FailoverConsumer(_Switching):
             self.draining = False
             self._switch(PRIMARY, "failback", "the secondary is drained")
             return 0
-        return sum(self._handle(region, message) for message in batch)
+        handled = sum(self._handle(region, message) for message in batch)
+        if self.draining and any(self._published_since_drain(message) for message in batch):
+            self.draining = False
+            self._switch(PRIMARY, "failback", "the secondary is drained up to replicas of new messages")
+        return handled
 
     def run(self, until: Callable[[], bool]) -> int:
         handled = 0
@@ -239,7 +252,17 @@ class FailoverConsumer(_Switching):
             self.primary.drop()
             return
         self.draining = True
+        self._drain_started = self.clock.now()
         self.events.append(FailoverEvent(self.clock.now(), "failback-started", "the primary answered a peek"))
+
+    def _published_since_drain(self, message: Any) -> bool:
+        """A replica of a message the primary took after the drain began. Replication keeps feeding the
+        secondary while the publishers are back on the primary, so a drain may never see an empty receive;
+        but the secondary's own messages were all enqueued before the drain began (the publishers had left),
+        so once such a replica arrives, everything queued ahead of it — those messages — has been received."""
+        properties = decode_application_properties(message.application_properties)
+        origin = origin_enqueued_time(properties)
+        return origin is not None and origin > self._drain_started + self.options.clock_skew
 
     def _handle(self, region: Region, message: Any) -> int:
         message_id = str(message.message_id)
@@ -247,13 +270,13 @@ class FailoverConsumer(_Switching):
         if caught_by and self.options.deduplicate:
             self.duplicates.append(DuplicateDelivery(message_id, region.name, self.processed.get(message_id),
                                                      caught_by, processed_again=False))
-            self._settle(region, message)
+            settle(region, message)
             return 0
         try:
             self.handler(message)
         except Exception:
             log.exception("handler failed for MessageId %s; abandoning it", message_id)
-            self._settle(region, message, abandon=True)
+            settle(region, message, abandon=True)
             return 0
         if caught_by:
             self.duplicates.append(DuplicateDelivery(message_id, region.name, self.processed.get(message_id),
@@ -266,7 +289,7 @@ class FailoverConsumer(_Switching):
         self._write(message_record("processed", message, namespace=region.name, entity=self.entity,
                                    enqueued=message.enqueued_time_utc, observed=now,
                                    processor=self.options.processor))
-        self._settle(region, message)
+        settle(region, message)
         return 1
 
     def _already_processed(self, region: Region, message: Any, message_id: str) -> str | None:
@@ -284,18 +307,3 @@ class FailoverConsumer(_Switching):
         self.processed.move_to_end(message_id)
         while len(self.processed) > self.options.remember:
             self.processed.popitem(last=False)
-
-    def _settle(self, region: Region, message: Any, *, abandon: bool = False) -> None:
-        """Complete (or abandon) a message. A lost lock means it comes back, and deduplication catches it; a
-        failure of the namespace is noticed by the next receive."""
-        try:
-            if abandon:
-                region.link.abandon_message(message)
-            else:
-                region.link.complete_message(message)
-        except (MessageLockLostError, SessionLockLostError):
-            log.info("lock lost for MessageId %s; it will be delivered again", message.message_id)
-        except Exception as err:
-            if not is_outage(err):
-                raise
-            log.warning("settling MessageId %s in %s failed: %s", message.message_id, region.name, err)

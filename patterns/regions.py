@@ -4,18 +4,25 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from azure.servicebus import ServiceBusClient
-from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+from azure.servicebus.exceptions import (
+    MessageLockLostError,
+    MessageSizeExceededError,
+    ServiceBusError,
+    SessionLockLostError,
+)
 
 from replicators.message import decode_application_properties
 from replicators.stamps import REPL_ENQUEUED_TIME, REPL_SEQUENCE, REPL_SOURCE, iso_utc, read_stamp
 
 PRIMARY, SECONDARY = "primary", "secondary"
+log = logging.getLogger(__name__)
 
 
 class Clock(Protocol):
@@ -35,6 +42,14 @@ class SystemClock:
 def is_outage(error: BaseException) -> bool:
     """An error that another namespace could avoid: Service Bus or network trouble, not a bad message."""
     return isinstance(error, ServiceBusError | OSError) and not isinstance(error, MessageSizeExceededError)
+
+
+def receiver_shut_down(error: BaseException) -> bool:
+    """The SDK closes a receiver after a connection error, and settling the rest of the batch it had handed
+    out then raises a plain ValueError ("... the handler has already been shutdown"). Those messages' locks
+    expire and they are delivered again, like after a lost lock. (A received peek-lock message raises no
+    other ValueError when settled.)"""
+    return isinstance(error, ValueError) and "shutdown" in str(error)
 
 
 @dataclass
@@ -64,15 +79,21 @@ class Region:
 
 
 def sdk_regions(
-    connection_strings: Mapping[str, str], *, topic: str, subscription: str | None = None,
-    client_options: Mapping[str, Any] | None = None,
+    connection_strings: Mapping[str, str], *, topic: str | None = None, subscription: str | None = None,
+    queue: str | None = None, receive: bool = False, client_options: Mapping[str, Any] | None = None,
 ) -> tuple[Region, Region]:
-    """Primary and secondary from connection strings, as senders to `topic` or (with `subscription`)
-    receivers from it. The SDK's own retries are cut to one, so the failover policy decides."""
+    """Primary and secondary from connection strings: senders to `topic`, receivers from its `subscription`,
+    or senders to `queue` (receivers from it with `receive=True`). The SDK's own retries are cut to one, so
+    the failover policy decides."""
+    if (topic is None) == (queue is None) or (queue is not None and subscription is not None):
+        raise ValueError("name a topic (and optionally its subscription) or a queue")
     options = {"retry_total": 0, **(client_options or {})}
 
     def region(name: str) -> Region:
         client = ServiceBusClient.from_connection_string(connection_strings[name], **options)
+        if queue is not None:
+            return Region(name, lambda: client.get_queue_receiver(queue) if receive
+                          else client.get_queue_sender(queue))
         if subscription is None:
             return Region(name, lambda: client.get_topic_sender(topic))
         return Region(name, lambda: client.get_subscription_receiver(topic, subscription))
@@ -104,3 +125,19 @@ def message_record(
         "processor": processor,
     }
     return {key: value for key, value in record.items() if value is not None}
+
+
+def settle(region: Region, message: Any, *, abandon: bool = False) -> None:
+    """Complete (or abandon) a message a client received from `region`. A lost lock means it comes back, and
+    deduplication catches it; a failure of the namespace is noticed by the next receive."""
+    try:
+        if abandon:
+            region.link.abandon_message(message)
+        else:
+            region.link.complete_message(message)
+    except (MessageLockLostError, SessionLockLostError):
+        log.info("lock lost for MessageId %s; it will be delivered again", message.message_id)
+    except Exception as err:
+        if not is_outage(err) and not receiver_shut_down(err):
+            raise
+        log.warning("settling MessageId %s in %s failed: %s", message.message_id, region.name, err)

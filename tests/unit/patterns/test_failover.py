@@ -327,3 +327,23 @@ def test_a_consumer_remembers_a_bounded_number_of_ids(world):
 def test_a_failover_policy_must_make_sense():
     with pytest.raises(ValueError, match="attempts >= 1"):
         FailoverPolicy(attempts=0)
+
+
+def test_a_drain_ends_at_a_replica_published_after_it_began_though_replication_never_lets_it_run_empty(world):
+    clock, primary, secondary = world
+    handled = []
+    client = consumer(world, handled)
+    primary.down = True
+    for _ in range(3):
+        client.poll()
+    primary.down = False
+    clock.advance(10)
+    began = (clock.now() - T0).total_seconds()
+    secondary.messages = [Message("s1", at(began - 1)), replica("old", began - 2, began - 1)]
+    client.poll()  # probe: the drain begins, and takes what the secondary holds
+    assert client.draining and handled == ["s1", "old"]
+    # the replica's origin is later than the start of the drain plus the clock skew allowance
+    secondary.messages = [Message("s2", at(began)), replica("new", began + 6, began + 6)]
+    client.poll()
+    assert handled == ["s1", "old", "s2", "new"] and client.on_primary
+    assert [e.kind for e in client.events] == ["failover", "failback-started", "failback"]
