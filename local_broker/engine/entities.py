@@ -5,6 +5,7 @@ These hold state only; the rules that move messages between them live in the nam
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import uuid
@@ -104,6 +105,62 @@ class ReadyQueue:
         return bool(fresh or returned)
 
 
+class BrowseIndex:
+    """Messages of a sub-queue by sequence number, for peek without scanning the whole sub-queue.
+
+    Two parallel lists, appended in arrival order (which is sequence order except in dead-letter
+    queues, where an out-of-order number is inserted in place). Entries are dropped lazily: one is live
+    while its message is still in the sub-queue with the same number; the lists are compacted when dead
+    entries outnumber live ones.
+    """
+
+    __slots__ = ("messages", "numbers", "owner")
+
+    def __init__(self, owner: SubQueue) -> None:
+        self.owner = owner
+        self.numbers: list[int] = []
+        self.messages: list[Message] = []
+
+    def add(self, m: Message) -> None:
+        numbers = self.numbers
+        seq = m.sequence_number
+        if not numbers or seq >= numbers[-1]:
+            numbers.append(seq)
+            self.messages.append(m)
+        else:
+            i = bisect.bisect_right(numbers, seq)
+            numbers.insert(i, seq)
+            self.messages.insert(i, m)
+        if len(numbers) > 2 * len(self.owner.messages) + 1024:
+            self._compact()
+
+    def _compact(self) -> None:
+        owner = self.owner
+        live = [
+            (s, m)
+            for s, m in zip(self.numbers, self.messages, strict=True)
+            if m.entity is owner and m.sequence_number == s
+        ]
+        self.numbers = [s for s, _ in live]
+        self.messages = [m for _, m in live]
+
+    def peek(self, from_sequence_number: int, max_count: int, session_id: str | None) -> list[Message]:
+        numbers, messages, owner = self.numbers, self.messages, self.owner
+        out: list[Message] = []
+        i = bisect.bisect_left(numbers, from_sequence_number)
+        end = len(numbers)
+        while i < end and len(out) < max_count:
+            m = messages[i]
+            if (
+                m.entity is owner
+                and m.sequence_number == numbers[i]
+                and (session_id is None or m.session_id == session_id)
+            ):
+                out.append(m)
+            i += 1
+        return out
+
+
 @dataclass(slots=True)
 class SessionLock:
     """A receiver's hold on one session; `locked_until` moves on renewal."""
@@ -129,6 +186,7 @@ class SubQueue:
 
     __slots__ = (
         "available_sessions",
+        "browse",
         "deferred",
         "entity",
         "kind",
@@ -151,6 +209,7 @@ class SubQueue:
         self.sessions: dict[str, Session] | None = {} if session_enabled else None
         self.session_locks: dict[str, SessionLock] = {}
         self.available_sessions: dict[str, None] = {}  # unlocked sessions that may hold ready messages
+        self.browse = BrowseIndex(self)
 
     @property
     def path(self) -> str:

@@ -535,6 +535,7 @@ class Namespace(Management, Transactions):
             m.uid = next(self._uids)
         m.entity = sq
         sq.messages[m.uid] = m
+        sq.browse.add(m)
         sq.size += m.size
         state = m.state
         sessions = sq.sessions
@@ -739,13 +740,7 @@ class Namespace(Management, Transactions):
         """Messages from `from_sequence_number` on, without locking (locked, deferred, scheduled included)."""
         sq = self._sub_queue(path)
         sq.entity.accessed = self.clock.now()
-        candidates = [
-            m
-            for m in sq.messages.values()
-            if m.sequence_number >= from_sequence_number
-            and (session_id is None or m.session_id == session_id)
-        ]
-        found = heapq.nsmallest(max_count, candidates, key=lambda m: (m.sequence_number, m.uid))
+        found = sq.browse.peek(from_sequence_number, max_count, session_id)
         if found and found[0].partition_id is not None:  # a partitioned entity: what one partition has
             first = found[0].partition_id
             found = [m for m in found if m.partition_id == first]

@@ -59,6 +59,13 @@ def snapshot(ns: Namespace) -> dict[str, list[tuple]]:
 
 def check_bookkeeping_of(entity) -> None:
     for sq in entity.sub_queues():
+        everything = sorted(sq.messages.values(), key=lambda m: (m.sequence_number, m.uid))
+        browsed = sq.browse.peek(0, 10**9, None)
+        assert sorted(browsed, key=lambda m: (m.sequence_number, m.uid)) == everything  # the peek index
+        assert [m.sequence_number for m in browsed] == [m.sequence_number for m in everything]
+        if everything:
+            middle = everything[len(everything) // 2].sequence_number
+            assert sq.browse.peek(middle, 3, None)[0].sequence_number == middle
         states = sum(len(s.state) for s in sq.sessions.values() if s.state) if sq.sessions else 0
         assert sq.size == sum(m.size for m in sq.messages.values()) + states
         assert all(m.entity is sq for m in sq.messages.values())

@@ -409,3 +409,17 @@ def test_properties_the_store_cannot_keep_are_refused(ns: Namespace, queue: str)
     ns.send(queue, msg(annotations={"x-list": [1, "a", b"b"], "x-map": {"k": 1.5}}))
     (m,) = ns.receive(queue, 1)
     assert m.annotations == {"x-list": [1, "a", b"b"], "x-map": {"k": 1.5}}
+
+
+def test_peek_index_stays_bounded_and_ordered(ns: Namespace, queue: str) -> None:
+    for i in range(30):
+        ns.send(queue, [msg(message_id=f"{i}-{j}") for j in range(100)])
+        ns.complete(queue, [m.lock_token for m in ns.receive(queue, 100)])
+    index = ns._queues[queue].main.browse
+    assert len(index.numbers) <= 1024 + 1 and ns.peek(queue, 0, 10) == []
+    ns.send(queue, [msg(message_id=str(i)) for i in range(5)])
+    (first, second) = ns.receive(queue, 2)
+    ns.dead_letter(queue, [second.lock_token])
+    ns.dead_letter(queue, [first.lock_token])  # arrives in the DLQ out of order
+    assert [m.message_id for m in ns.peek(f"{queue}/$DeadLetterQueue", 0, 10)] == ["0", "1"]
+    assert ids(ns.peek(queue, second.sequence_number, 10)) == ["2", "3", "4"]
