@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from replicators.message import Replica
 
 
@@ -16,4 +18,15 @@ def reject_poison(replica: Replica) -> Replica | None:
     if replica.application_properties.get("drop"):
         return None
     replica.application_properties["validated"] = True
+    return replica
+
+
+_slow_once = {"done": False}
+
+
+def slow_first_message(replica: Replica) -> Replica:
+    """Holds the first batch far beyond the source's lock duration, so only lock renewal saves it."""
+    if not _slow_once["done"]:
+        _slow_once["done"] = True
+        time.sleep(12)
     return replica

@@ -41,10 +41,8 @@ TOPOLOGY = {"namespaces": {"errors": {
 
 @pytest.fixture(scope="module")
 def broker():
-    server = BrokerServer(parse(TOPOLOGY))
-    server.start()
-    yield server
-    server.stop()
+    with BrokerServer(parse(TOPOLOGY)) as server:
+        yield server
 
 
 def _connection_string(broker, name: str = "RootManageSharedAccessKey", key: str = ROOT_KEY) -> str:

@@ -32,10 +32,8 @@ TOPOLOGY = {"namespaces": {"msg": {
 
 @pytest.fixture(scope="module")
 def broker():
-    server = BrokerServer(parse(TOPOLOGY))
-    server.start()
-    yield server
-    server.stop()
+    with BrokerServer(parse(TOPOLOGY)) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,9 @@ TOPOLOGY = {"namespaces": {"sessions": {
 
 @pytest.fixture(scope="module")
 def client():
-    server = BrokerServer(parse(TOPOLOGY))
-    server.start()
-    with ServiceBusClient.from_connection_string(server.namespaces["sessions"].connection_string,
-                                                 retry_total=0) as sb:
+    with BrokerServer(parse(TOPOLOGY)) as server, ServiceBusClient.from_connection_string(
+            server.namespaces["sessions"].connection_string, retry_total=0) as sb:
         yield sb
-    server.stop()
 
 
 def test_named_and_next_available_sessions_with_state_and_listing(client) -> None:

@@ -129,3 +129,19 @@ def _wait_for(condition, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(0.1)
+
+
+def test_locks_are_renewed_while_a_batch_runs_longer_than_the_lock(tmp_path):
+    raw = topology(lock_duration="PT5S", transform="replication_transforms:slow_first_message")
+    messages = [keyed_message(i) for i in range(50)]
+    with brokers(raw, tmp_path) as (server, path):
+        settings = settings_for(server, path)
+        send_all(settings["PRIMARY"], "events", [m for m, _ in messages])
+        with functions_host(settings, only={"events-to-secondary"}) as host:
+            replicas = drain_subscription(settings["SECONDARY"], "events", "check", len(messages), 60)
+            stats = host.runners[0].stats
+            _wait_for(lambda: stats.completed + stats.abandoned >= len(messages), 30)
+    assert sorted(r.message_id for r in replicas) == sorted(s.message_id for _, s in messages)
+    assert (stats.completed, stats.abandoned, stats.settle_failures) == (len(messages), 0, 0), (
+        "a lock was lost"
+    )

@@ -30,7 +30,7 @@ from local_broker.faults import NamespaceFaults
 from local_broker.wire.amqp import compat, management, messages
 from local_broker.wire.amqp.codec import MessageDecodeError
 from local_broker.wire.amqp.logs import log_event
-from local_broker.wire.amqp.reactor import EngineThread, Guarded
+from local_broker.wire.amqp.reactor import EngineThread
 
 log = logging.getLogger("local_broker.amqp")
 
@@ -54,6 +54,7 @@ class Node(Enum):
 @dataclass(eq=False)
 class LinkState:
     node: Node
+    connection: ConnectionState
     path: str = ""  # canonical entity path for SENDER/RECEIVER, node address for CBS/MANAGEMENT
     mode: ReceiveMode = ReceiveMode.PEEK_LOCK
     session: Any = None  # the engine's SessionLock of a session receiver
@@ -68,6 +69,7 @@ class ConnectionState:
     sasl_claim: Claim | None
     claims: list[Claim] = field(default_factory=list)
     container_id: str = ""
+    closing: bool = False  # the broker closed it: it takes no more transfers
 
     def authorizes(self, path: str, right: str) -> bool:
         now = time.time()
@@ -150,6 +152,7 @@ class NamespaceEndpoint(Handler):
     def close(self) -> None:
         for connection in list(self.connections):
             if connection.state & Endpoint.LOCAL_ACTIVE:
+                connection.sb.closing = True
                 connection.close()
 
     def drop_connections(self) -> None:
@@ -158,14 +161,14 @@ class NamespaceEndpoint(Handler):
             if connection.state & Endpoint.LOCAL_ACTIVE:
                 reason = f"The namespace '{self.name}' is unavailable (fault injection)."
                 connection.condition = compat.error("amqp:connection:forced", reason)
+                connection.sb.closing = True
                 connection.close()
 
     def respond(self, action: Callable[[], None]) -> None:
         """Send a response after this turn's commit, later still when a fault adds latency."""
         delay = self.faults.state.latency_seconds
         if delay:
-            later = Guarded(_Deferred(action))
-            self.thread.after_commit.append(lambda: self.thread.container.schedule(delay, later))
+            self.thread.after_commit.append(lambda: self.thread.later(delay, action))
         else:
             self.thread.after_commit.append(action)
 
@@ -244,7 +247,7 @@ class NamespaceEndpoint(Handler):
     def _open_node(self, link: Link, address: str) -> None:
         node = Node.CBS if address == CBS_NODE else Node.MANAGEMENT
         path = address if node is Node.CBS else self.ns.resolve(entity_address(address))
-        link.sb = LinkState(node=node, path=path)
+        link.sb = LinkState(node=node, connection=link.connection.sb, path=path)
         compat.echo_termini(link)
         link.open()
         if link.is_receiver:
@@ -254,7 +257,7 @@ class NamespaceEndpoint(Handler):
         path = self.ns.resolve(entity_address(address))
         self._authorize(link, path, SEND)
         self.ns.check_sender(path)
-        link.sb = LinkState(node=Node.SENDER, path=path)
+        link.sb = LinkState(node=Node.SENDER, connection=link.connection.sb, path=path)
         compat.echo_termini(link)
         link.properties = {MAX_BATCH_SIZE: ulong(self._max_message_size(path))}
         link.open()
@@ -275,7 +278,7 @@ class NamespaceEndpoint(Handler):
         sessionful = SESSION_FILTER in filters
         self.ns.check_receiver(path, sessionful=sessionful)
         presettled = link.remote_snd_settle_mode == Link.SND_SETTLED
-        state = LinkState(node=Node.RECEIVER, path=path,
+        state = LinkState(node=Node.RECEIVER, connection=link.connection.sb, path=path,
                           mode=ReceiveMode.RECEIVE_AND_DELETE if presettled else ReceiveMode.PEEK_LOCK)
         link.sb = state
         link.snd_settle_mode = link.remote_snd_settle_mode
@@ -291,7 +294,7 @@ class NamespaceEndpoint(Handler):
             state.wait_deadline = time.time() + wait
             self.waiting[path].add(link)
             if not self._try_accept_session(link):
-                self.thread.container.schedule(wait, Guarded(_WaitExpiry(self)))
+                self.thread.later(wait, self.expire_waiters)
             return
         state.session = self.ns.accept_session(path, state.wanted_session, state)
         self._activate_receiver(link)
@@ -390,7 +393,7 @@ class NamespaceEndpoint(Handler):
             return
         payload = link.recv(delivery.pending)
         link.advance()
-        if not link.connection.state & Endpoint.LOCAL_ACTIVE:
+        if state is not None and state.connection.closing:
             return  # the broker closed this connection (e.g. fault injection): it takes nothing more
 
         if link.credit < INCOMING_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE:
@@ -519,23 +522,3 @@ def _reply_link(connection: Connection, address: str, node: Node) -> Link | None
 def _harmless(condition: Any) -> bool:
     """pyamqp detaches $management links after `end`; proton objects to the unknown channel (pitfall 11)."""
     return condition.name == "amqp:not-allowed" and "no such channel" in (condition.description or "")
-
-
-class _Deferred(Handler):
-    def __init__(self, action: Callable[[], None]) -> None:
-        super().__init__()
-        self.action = action
-
-    def on_timer_task(self, event) -> None:
-        self.action()
-
-
-class _WaitExpiry(Handler):
-    """Wakes the endpoint when a NEXT_AVAILABLE receiver's wait may have run out."""
-
-    def __init__(self, endpoint: NamespaceEndpoint) -> None:
-        super().__init__()
-        self.endpoint = endpoint
-
-    def on_timer_task(self, event) -> None:
-        self.endpoint.expire_waiters()

@@ -46,34 +46,44 @@ class Guarded(Handler):
     """Routes every event to `inner`; an error in it closes the connection involved, never the reactor.
 
     proton lets a handler's exception end `Container.run()`; one bad frame must not stop the broker.
+    proton looks handlers' methods up by name (`on_delivery`, ...); each lookup here yields a guarded
+    wrapper of the inner method, made once per name and kept.
     """
 
     def __init__(self, inner: Any) -> None:
         super().__init__()
         self.inner = inner
 
-    def on_unhandled(self, method: str, *args: Any) -> None:
-        fn = getattr(self.inner, method, None)
-        if fn is None:
-            return
-        try:
-            fn(*args)
-        except Exception:
-            log.exception("error handling %s", method)
-            connection = getattr(args[0], "connection", None) if args else None
-            if connection is not None and connection.state & Endpoint.LOCAL_ACTIVE:
-                connection.condition = error("amqp:internal-error", "The broker failed to process a frame.")
-                connection.close()
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("on_"):
+            raise AttributeError(name)
+        fn = getattr(self.inner, name, None)
+        guarded = None if fn is None else self._guard(name, fn)
+        self.__dict__[name] = guarded
+        return guarded
+
+    @staticmethod
+    def _guard(name: str, fn: Callable[..., None]) -> Callable[..., None]:
+        def guarded(*args: Any) -> None:
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("error handling %s", name)
+                connection = getattr(args[0], "connection", None) if args else None
+                if connection is not None and connection.state & Endpoint.LOCAL_ACTIVE:
+                    connection.condition = error("amqp:internal-error", "The broker failed on a frame.")
+                    connection.close()
+
+        return guarded
 
 
-class _TickTimer(Handler):
-    def __init__(self, owner: EngineThread) -> None:
+class _Timer(Handler):
+    def __init__(self, action: Callable[[], None]) -> None:
         super().__init__()
-        self.owner = owner
+        self.action = action
 
     def on_timer_task(self, event) -> None:
-        self.owner.timer_at = None
-        self.owner.run_ticks()
+        self.action()
 
 
 class EngineThread(Handler):
@@ -91,7 +101,6 @@ class EngineThread(Handler):
         self._injector = EventInjector()
         self.container.selectable(self._injector)
         self._thread: threading.Thread | None = None
-        self._timer = _TickTimer(self)
         self._closing: list[Callable[[], None]] = []
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -170,7 +179,12 @@ class EngineThread(Handler):
             fn()
         self._schedule_tick()
 
-    def run_ticks(self) -> None:
+    def later(self, delay: float, action: Callable[[], None]) -> None:
+        """Run `action` on the reactor after `delay` seconds (an error in it closes nothing but is logged)."""
+        self.container.schedule(delay, Guarded(_Timer(action)))
+
+    def _run_ticks(self) -> None:
+        self.timer_at = None
         for participant in self.participants:
             participant.tick()
 
@@ -182,4 +196,4 @@ class EngineThread(Handler):
         if self.timer_at is not None and self.timer_at <= when:
             return
         self.timer_at = when
-        self.container.schedule(max(0.0, when - time.time()), Guarded(self._timer))
+        self.later(max(0.0, when - time.time()), self._run_ticks)
