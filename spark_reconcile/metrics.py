@@ -90,22 +90,26 @@ class LagStats:
                 "p99": round(self.p99, 3), "max": round(self.max, 3), "min": round(self.min, 3)}
 
 
-# Percentile levels, each a grouping set over (target, entity, hour_us); bits of grouping_id() are set for
-# the columns a level rolls up (entity = 4, hour_us = 2; bucket = 1 is never rolled up).
-LEVELS = {"target": (("target",), 0b110), "entity": (("target", "entity"), 0b010),
-          "hour": (("target", "hour_us"), 0b100), "entity_hour": (("target", "entity", "hour_us"), 0b000)}
+# Percentile levels: the key columns each one keeps (the others are rolled up to NULL).
+LEVELS = {"target": ("target",), "entity": ("target", "entity"), "hour": ("target", "hour_us"),
+          "entity_hour": ("target", "entity", "hour_us")}
+_KEYS = ("target", "entity", "hour_us")
 
 
 def percentiles(cube_df: DataFrame) -> dict[str, dict[tuple, LagStats]]:
-    """Lag percentiles per level (overall, per entity, per hour, per entity and hour) in one pass: merge the
-    histogram buckets per grouping set, then pick the bucket holding each nearest-rank percentile."""
-    keys = ["target", "entity", "hour_us"]
-    sets = [[*cols, "bucket"] for cols, _ in LEVELS.values()]
+    """Lag percentiles per level (overall, per entity, per hour, per entity and hour) in one pass: copy each
+    histogram row once per level (grouping sets by hand, which Spark 3.5 lacks in the DataFrame API), merge
+    the buckets per level key, then pick the bucket holding each nearest-rank percentile."""
+    kinds = dict(cube_df.dtypes)
+    levels = F.explode(F.array(*[
+        F.struct(F.lit(name).alias("level"),
+                 *[(F.col(k) if k in kept else F.lit(None).cast(kinds[k])).alias(k) for k in _KEYS])
+        for name, kept in LEVELS.items()])).alias("l")
     hist = (cube_df.where(F.col("bucket").isNotNull())
-            .groupingSets(sets, *keys, "bucket")
-            .agg(F.grouping_id().alias("gid"), F.sum("n").alias("n"), F.max("lag_max").alias("mx"),
-                 F.min("lag_min").alias("mn")))
-    group = [*keys, "gid"]
+            .select(levels, "bucket", "n", "lag_max", "lag_min")
+            .groupBy("l.level", *[f"l.{k}" for k in _KEYS], "bucket")
+            .agg(F.sum("n").alias("n"), F.max("lag_max").alias("mx"), F.min("lag_min").alias("mn")))
+    group = ["level", *_KEYS]
     running = Window.partitionBy(*group).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
     hist = hist.select("*", F.sum("n").over(running).alias("cum"),
                        F.sum("n").over(Window.partitionBy(*group)).alias("total"))
@@ -113,13 +117,11 @@ def percentiles(cube_df: DataFrame) -> dict[str, dict[tuple, LagStats]]:
              for name, q in QUANTILES.items()]
     rows = hist.groupBy(*group).agg(F.first("total").alias("total"), F.max("mx").alias("mx"),
                                     F.min("mn").alias("mn"), *picks).collect()
-    by_gid = {gid: name for name, (_, gid) in LEVELS.items()}
     out: dict[str, dict[tuple, LagStats]] = {name: {} for name in LEVELS}
     for r in rows:
-        level = by_gid[r.gid]
         values = {name: min(max(bucket_value(r[name]), r.mn), r.mx) for name in QUANTILES}
-        key = tuple(r[c] for c in LEVELS[level][0])
-        out[level][key] = LagStats(count=int(r.total), max=r.mx, min=r.mn, **values)
+        key = tuple(r[c] for c in LEVELS[r.level])
+        out[r.level][key] = LagStats(count=int(r.total), max=r.mx, min=r.mn, **values)
     return out
 
 

@@ -62,10 +62,16 @@ def read_log(spark: SparkSession, log: LogInput, start: datetime | None, end: da
     if fmt == "json":
         raw = reader.schema(JSON_SCHEMA).json(log.path)
     else:
-        # Writers may leave out optional columns that are all null in a file: merge the files' schemas.
-        raw = reader.option("mergeSchema", "true").parquet(log.path)
+        raw = reader.schema(_parquet_schema(reader.parquet(log.path).schema)).parquet(log.path)
     raw = _prune_partitions(raw, start, end)
     return _normalize(raw, log.tag, start, end)
+
+
+def _parquet_schema(found: T.StructType) -> T.StructType:
+    """The schema Spark found in one file, plus every contract field it lacks: writers may leave out optional
+    columns that are all null in a file, and merging every file's footer (mergeSchema) costs a job."""
+    names = set(found.fieldNames())
+    return T.StructType(list(found.fields) + [f for f in JSON_SCHEMA.fields if f.name not in names])
 
 
 def _prune_partitions(raw: DataFrame, start: datetime | None, end: datetime | None) -> DataFrame:
@@ -108,8 +114,8 @@ def _normalize(raw: DataFrame, tag: str, start: datetime | None, end: datetime |
          else F.lit(None).cast(T.TimestampType())).alias("observed"),
         col("sequence_number", T.LongType()).alias("seq"),
         col("ttl_seconds", T.DoubleType()).alias("ttl"),
-        _first_hop(col("repl_enqueued_time", T.StringType())).try_cast(T.TimestampType()).alias("stamp_ts"),
-        _first_hop(col("repl_sequence", T.StringType())).try_cast(T.LongType()).alias("stamp_seq"),
+        _try_cast(_first_hop(col("repl_enqueued_time", T.StringType())), T.TimestampType()).alias("stamp_ts"),
+        _try_cast(_first_hop(col("repl_sequence", T.StringType())), T.LongType()).alias("stamp_seq"),
         (col("repl_enqueued_time", T.StringType()).isNotNull()
          | col("repl_source", T.StringType()).isNotNull()).alias("is_replica"),
         col("processor", T.StringType()).alias("processor"),
@@ -127,11 +133,16 @@ def _as_timestamp(raw: DataFrame, name: str) -> Column:
     """A UTC instant whatever the file holds: ISO strings (offset honoured), timestamps, naive NTZ as UTC."""
     kind = raw.schema[name].dataType
     if isinstance(kind, T.StringType):
-        return F.trim(raw[name]).try_cast(T.TimestampType())
+        return _try_cast(F.trim(raw[name]), T.TimestampType())
     if isinstance(kind, T.TimestampNTZType):
         # The wall time is UTC by contract; unix_micros of NTZ does not depend on any zone.
         return F.timestamp_micros(F.unix_micros(raw[name]))
     return raw[name].cast(T.TimestampType())
+
+
+def _try_cast(value: Column, kind: T.DataType) -> Column:
+    """NULL for an unparsable value. Spark 4 has Column.try_cast (ANSI casts raise); 3.5's casts give NULL."""
+    return value.try_cast(kind) if hasattr(Column, "try_cast") else value.cast(kind)
 
 
 def _first_hop(stamp: Column) -> Column:
