@@ -11,8 +11,15 @@ import datetime
 import uuid
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
 from local_broker.server import BrokerServer
 from local_broker.topology import parse
@@ -22,6 +29,7 @@ TOPOLOGY = {"namespaces": {"msg": {
     "queues": {
         "basic": {}, "batch": {}, "settle": {"max_delivery_count": 5}, "deadletter": {}, "renew": {},
         "scheduled": {}, "partitioned": {"enable_partitioning": True}, "large": {}, "async": {},
+        "async-sessions": {"requires_session": True},
     },
     "topics": {"orders": {"subscriptions": {
         "all": {},
@@ -182,16 +190,50 @@ def test_large_messages_travel_in_several_frames(client) -> None:
         receiver.complete_message(msg)
 
 
-def test_async_client_sends_receives_and_settles(broker) -> None:
-    async def scenario() -> list[str]:
-        async with AsyncServiceBusClient.from_connection_string(
-                broker.namespaces["msg"].connection_string) as sb:
+def test_async_client_every_settlement_peek_schedule_sessions_and_errors(broker) -> None:
+    async def scenario() -> None:
+        conn = broker.namespaces["msg"].connection_string
+        async with AsyncServiceBusClient.from_connection_string(conn, retry_total=0) as sb:
+            when = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
             async with sb.get_queue_sender("async") as sender:
-                await sender.send_messages([ServiceBusMessage("a1"), ServiceBusMessage("a2")])
-            async with sb.get_queue_receiver("async", max_wait_time=5) as receiver:
-                got = await receiver.receive_messages(max_message_count=2, max_wait_time=5)
-                for m in got:
-                    await receiver.complete_message(m)
-                return [str(m) for m in got]
+                batch = await sender.create_message_batch()
+                for body in ("complete", "abandon", "defer", "dead"):
+                    batch.add_message(ServiceBusMessage(body))
+                await sender.send_messages(batch)
+                [scheduled] = await sender.schedule_messages(ServiceBusMessage("later"), when)
+                await sender.cancel_scheduled_messages(scheduled)
+            async with sb.get_queue_receiver("async", max_wait_time=5, prefetch_count=10) as receiver:
+                got = {str(m): m for m in await receiver.receive_messages(max_message_count=4,
+                                                                            max_wait_time=5)}
+                assert set(got) == {"complete", "abandon", "defer", "dead"}
+                assert await receiver.renew_message_lock(got["abandon"]) >= got["complete"].locked_until_utc
+                await receiver.complete_message(got["complete"])
+                await receiver.abandon_message(got["abandon"])
+                await receiver.defer_message(got["defer"])
+                await receiver.dead_letter_message(got["dead"], reason="r", error_description="d")
+                [again] = await receiver.receive_messages(max_message_count=1, max_wait_time=5)
+                assert (str(again), again.delivery_count) == ("abandon", 1)
+                await receiver.complete_message(again)
+                [deferred] = await receiver.receive_deferred_messages([got["defer"].sequence_number])
+                await receiver.complete_message(deferred)
+                assert await receiver.peek_messages(max_message_count=5) == []
+            async with sb.get_queue_receiver("async", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                             max_wait_time=5) as dlq:
+                [dead] = await dlq.receive_messages(max_message_count=1, max_wait_time=5)
+                assert dead.dead_letter_reason == "r"
+                await dlq.complete_message(dead)
+            async with sb.get_queue_sender("async-sessions") as sender:
+                await sender.send_messages(ServiceBusMessage("s", session_id="A"))
+            assert [sid async for sid in sb.list_queue_sessions("async-sessions")] == ["A"]
+            async with sb.get_queue_receiver("async-sessions", session_id=NEXT_AVAILABLE_SESSION,
+                                             max_wait_time=5) as receiver:
+                await receiver.session.set_state(b"state")
+                assert await receiver.session.get_state() == b"state"
+                await receiver.session.renew_lock()
+                [msg] = await receiver.receive_messages(max_message_count=1, max_wait_time=5)
+                await receiver.complete_message(msg)
+            with pytest.raises(MessagingEntityNotFoundError):
+                async with sb.get_queue_sender("missing") as sender:
+                    await sender.send_messages(ServiceBusMessage("x"))
 
-    assert asyncio.run(scenario()) == ["a1", "a2"]
+    asyncio.run(scenario())

@@ -414,11 +414,16 @@ class NamespaceEndpoint(Handler):
             return
         except BrokerError as exc:
             compat.reject(delivery, exc.amqp_condition, exc.description)
+            self._log_refusal("send-rejected", state, exc)
             return
         if delivery.settled:
             delivery.settle()
         else:
             self.respond(lambda: _accept(delivery))
+
+    def _log_refusal(self, event: str, state: LinkState, exc: BrokerError) -> None:
+        log_event(log, logging.INFO, event, namespace=self.name, peer=state.connection.peer,
+                  entity=state.path, condition=exc.amqp_condition, description=exc.description)
 
     def _on_request(self, delivery: Delivery, link: Link, state: LinkState, payload: bytes) -> None:
         try:
@@ -431,8 +436,10 @@ class NamespaceEndpoint(Handler):
         connection_state: ConnectionState = link.connection.sb
         if state.node is Node.CBS:
             reply, claim = management.put_token(self.auth, request)
-            if claim is not None:
-                connection_state.claims.append(claim)
+            if claim is not None:  # a refreshed token replaces the ones that have run out
+                now = time.time()
+                connection_state.claims = [c for c in connection_state.claims
+                                           if c.expires_at is None or c.expires_at > now] + [claim]
             else:
                 log_event(log, logging.WARNING, "cbs-refused", namespace=self.name,
                           peer=connection_state.peer, reason=reply.description)
@@ -497,6 +504,7 @@ class NamespaceEndpoint(Handler):
                 delivery.settle()
             else:
                 compat.reject(delivery, exc.amqp_condition, exc.description)
+            self._log_refusal("settlement-rejected", state, exc)
             return
         if delivery.settled:
             delivery.settle()
