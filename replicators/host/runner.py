@@ -32,6 +32,7 @@ from replicators.replicate import PoisonMessageError
 
 log = logging.getLogger(__name__)
 RECONNECT_DELAY = dt.timedelta(seconds=1)
+LOCK_RENEW_MARGIN = dt.timedelta(seconds=10)  # the SDK's AutoLockRenewer renews this long before expiry
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,11 @@ class TriggerRunner:
         self._client_kwargs = client_kwargs or {}
         self._threads: list[threading.Thread] = []
         self._awaiting_session: set[str] = set()
+        # One renewal at a time: concurrent management requests on one receiver's link break the SDK.
         self._renewer = AutoLockRenewer(
             max_lock_renewal_duration=options.lock_renewal.total_seconds(),
             on_lock_renew_failure=self._lock_renew_failed,
+            max_workers=1,
         )
 
     def start(self) -> None:
@@ -138,13 +141,11 @@ class TriggerRunner:
                     self._stop.wait(RECONNECT_DELAY.total_seconds())
 
     def _receiver(self, client: ServiceBusClient) -> ServiceBusReceiver:
-        kwargs: dict[str, Any] = {
-            "prefetch_count": self.options.prefetch_count,
-            "auto_lock_renewer": self._renewer,
-        }
+        kwargs: dict[str, Any] = {"prefetch_count": self.options.prefetch_count}
         if self.trigger.dead_letter:
             kwargs["sub_queue"] = ServiceBusSubQueue.DEAD_LETTER
         if self.trigger.sessions:
+            kwargs["auto_lock_renewer"] = self._renewer  # renews the session lock while the worker holds it
             kwargs["session_id"] = NEXT_AVAILABLE_SESSION
             kwargs["max_wait_time"] = self.options.session_idle.total_seconds()
         if self.trigger.queue_name:
@@ -179,6 +180,41 @@ class TriggerRunner:
     # invoking and settling
 
     def _process(self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage]) -> None:
+        watchdog = self._renew_locks_if_slow(receiver, messages)
+        try:
+            self._invoke_and_settle(receiver, messages)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def _renew_locks_if_slow(
+        self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage]
+    ) -> threading.Timer | None:
+        """Hand the batch's message locks to the AutoLockRenewer once the first of them is about to expire.
+        Most batches settle long before; registering every message up front costs more than they take."""
+        expiries = [m.locked_until_utc for m in messages if m.locked_until_utc]
+        if self.trigger.sessions or not expiries:
+            return None
+        started = time.monotonic()
+        remaining = (
+            min(expiries) - dt.datetime.now(dt.UTC)
+        ).total_seconds() - LOCK_RENEW_MARGIN.total_seconds()
+
+        def register() -> None:
+            budget = self.options.lock_renewal.total_seconds() - (time.monotonic() - started)
+            if budget <= 0:
+                return
+            for message in messages:  # the renewer skips the ones settled meanwhile
+                self._renewer.register(receiver, message, max_lock_renewal_duration=budget)
+
+        timer = threading.Timer(max(0.0, remaining), register)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def _invoke_and_settle(
+        self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage]
+    ) -> None:
         argument: Any = [to_function_message(m) for m in messages]
         if not self.trigger.many:
             argument = argument[0]
@@ -255,9 +291,10 @@ class TriggerRunner:
             try:
                 settle(message)
                 settled.append(message.enqueued_time_utc)
-            except ServiceBusError as exc:
-                # The lock is gone (expired, or the link dropped): the broker redelivers the message, and
-                # the target's duplicate detection absorbs the second copy.
+            except (ServiceBusError, ValueError) as exc:
+                # The lock is gone (expired, or the link dropped and the SDK shut the handler down): the
+                # broker redelivers the message, and the target's duplicate detection absorbs the copy.
+                self.stats.settle_failed()
                 log.warning(
                     "%s: could not settle MessageId %s (%s): %s",
                     self.trigger.function_name,
@@ -268,7 +305,9 @@ class TriggerRunner:
         self.stats.settled(settled, outcome=outcome)
 
     def _lock_renew_failed(self, renewable: Any, error: Exception | None) -> None:
-        if error is not None:
+        # A message settled while its renewal was running has no lock left to lose (the SDK's renewer
+        # then fails on its missing locked-until); anything else means the lock may expire.
+        if error is not None and renewable.locked_until_utc is not None:
             log.warning("%s: lock renewal failed: %s", self.trigger.function_name, error)
 
 

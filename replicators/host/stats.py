@@ -23,6 +23,7 @@ class Snapshot:
     abandoned: int
     dead_lettered: int
     failed_invocations: int
+    settle_failures: int
     rate: float
     lag_p50: float
     lag_p99: float
@@ -32,7 +33,7 @@ class Snapshot:
             f"{self.function}: {self.rate:8.1f} msg/s  completed {self.completed}  "
             f"lag p50 {self.lag_p50:.3f}s p99 {self.lag_p99:.3f}s  "
             f"abandoned {self.abandoned}  dead-lettered {self.dead_lettered}  "
-            f"failed invocations {self.failed_invocations}"
+            f"failed invocations {self.failed_invocations}  settle failures {self.settle_failures}"
         )
 
 
@@ -44,6 +45,7 @@ class TriggerStats:
     abandoned: int = 0
     dead_lettered: int = 0
     failed_invocations: int = 0
+    settle_failures: int = 0
     _window_count: int = 0
     _window_lags: list[float] = field(default_factory=list)
     _window_start: dt.datetime | None = None
@@ -68,6 +70,11 @@ class TriggerStats:
         with self._lock:
             self.failed_invocations += 1
 
+    def settle_failed(self) -> None:
+        """A settlement the broker refused (lock lost): the message comes back and is processed again."""
+        with self._lock:
+            self.settle_failures += 1
+
     def snapshot(self) -> Snapshot:
         """Figures since the previous snapshot (rate, lag) and since start (counters)."""
         now = self.clock()
@@ -83,6 +90,7 @@ class TriggerStats:
                 self.abandoned,
                 self.dead_lettered,
                 self.failed_invocations,
+                self.settle_failures,
                 rate,
                 percentile(lags, 0.5),
                 percentile(lags, 0.99),
