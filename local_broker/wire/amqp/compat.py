@@ -112,6 +112,17 @@ class GreedyIO(IOHandler):
 
     MAX_READ = 64 * 1024
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.handlers = ()
+
+    # Every event also goes to this global handler; the per-message ones need no socket work.
+    def on_delivery(self, event: Any) -> None:
+        pass
+
+    def on_link_flow(self, event: Any) -> None:
+        pass
+
     def on_selectable_readable(self, event: Any) -> None:
         selectable = event.selectable
         transport = selectable._transport

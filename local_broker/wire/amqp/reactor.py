@@ -53,6 +53,7 @@ class Guarded(Handler):
     def __init__(self, inner: Any) -> None:
         super().__init__()
         self.inner = inner
+        self.handlers = ()  # proton asks every handler for children; none here (saves a failed lookup)
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("on_"):
@@ -92,7 +93,10 @@ class EngineThread(Handler):
     def __init__(self) -> None:
         super().__init__()
         quiet_proton_socket_noise()
-        self.container = Container(Guarded(self), global_handler=GreedyIO())
+        self.container = Container(Guarded(self))
+        # Set directly rather than through the constructor, which would wrap it in proton's GlobalOverrides
+        # (reconnect hooks of outgoing connections, which a broker never makes) at a cost on every event.
+        self.container.global_handler = GreedyIO()
         self.container.container_id = "sbfed-local-broker"
         self.participants: list[TurnParticipant] = []
         self.after_commit: list[Callable[[], None]] = []
