@@ -384,7 +384,7 @@ class NamespaceEndpoint(Handler):
     # --- deliveries -------------------------------------------------------------------------------------
     def on_delivery(self, event) -> None:
         delivery: Delivery = event.delivery
-        link: Link = delivery.link
+        link: Link = event.link  # the event's own wrapper: `delivery.link` would build another
         state: LinkState | None = getattr(link, "sb", None)
         if link.is_sender:
             self._on_disposition(delivery, state)

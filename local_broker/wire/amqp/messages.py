@@ -119,40 +119,52 @@ def _ms(epoch_seconds: float) -> timestamp:
     return timestamp(round(epoch_seconds * 1000))
 
 
+SEQUENCE_NUMBER = symbol("x-opt-sequence-number")
+ENQUEUED_TIME = symbol("x-opt-enqueued-time")
+ENQUEUE_SEQUENCE_NUMBER = symbol("x-opt-enqueue-sequence-number")
+LOCKED_UNTIL = symbol("x-opt-locked-until")
+MESSAGE_STATE = symbol("x-opt-message-state")
+DEADLETTER_SOURCE = symbol("x-opt-deadletter-source")
+PARTITION_ID = symbol("x-opt-partition-id")
+_PARTITION_KEY, _VIA_PARTITION_KEY = symbol(PARTITION_KEY), symbol(VIA_PARTITION_KEY)
+_SCHEDULED_ENQUEUE_TIME = symbol(SCHEDULED_ENQUEUE_TIME)
+
+
 def broker_annotations(msg: Message, *, with_lock: bool) -> dict[symbol, Any]:
     """The `x-opt-*` annotations a received or peeked message carries."""
     ann: dict[symbol, Any] = {
-        symbol("x-opt-sequence-number"): msg.sequence_number,
-        symbol("x-opt-enqueued-time"): _ms(msg.enqueued_time),
-        symbol("x-opt-enqueue-sequence-number"): msg.enqueued_sequence_number,
+        SEQUENCE_NUMBER: msg.sequence_number,
+        ENQUEUED_TIME: _ms(msg.enqueued_time),
+        ENQUEUE_SEQUENCE_NUMBER: msg.enqueued_sequence_number,
     }
     if with_lock and msg.locked_until is not None:
-        ann[symbol("x-opt-locked-until")] = _ms(msg.locked_until)
+        ann[LOCKED_UNTIL] = _ms(msg.locked_until)
     if msg.state:
-        ann[symbol("x-opt-message-state")] = int(msg.state)
+        ann[MESSAGE_STATE] = int(msg.state)
     if msg.partition_key is not None:
-        ann[symbol(PARTITION_KEY)] = msg.partition_key
+        ann[_PARTITION_KEY] = msg.partition_key
     if msg.via_partition_key is not None:
-        ann[symbol(VIA_PARTITION_KEY)] = msg.via_partition_key
+        ann[_VIA_PARTITION_KEY] = msg.via_partition_key
     if msg.scheduled_enqueue_time is not None:
-        ann[symbol(SCHEDULED_ENQUEUE_TIME)] = _ms(msg.scheduled_enqueue_time)
+        ann[_SCHEDULED_ENQUEUE_TIME] = _ms(msg.scheduled_enqueue_time)
     if msg.dead_letter_source is not None:
-        ann[symbol("x-opt-deadletter-source")] = msg.dead_letter_source
+        ann[DEADLETTER_SOURCE] = msg.dead_letter_source
     if msg.partition_id is not None:
-        ann[symbol("x-opt-partition-id")] = msg.partition_id
+        ann[PARTITION_ID] = msg.partition_id
     return ann
 
 
-def _properties(msg: Message) -> dict[str, Any]:
-    props = {
-        "message_id": msg.message_id, "to": msg.to, "subject": msg.subject, "reply_to": msg.reply_to,
-        "correlation_id": msg.correlation_id, "content_type": msg.content_type, "group_id": msg.session_id,
-        "reply_to_group_id": msg.reply_to_session_id,
-    }
+def _property_list(msg: Message) -> list[Any]:
+    """The properties section's fields (codec.PROPERTY_FIELDS order), trailing nulls dropped."""
     if msg.time_to_live is not None and not math.isinf(msg.expires_at):
-        props["absolute_expiry_time"] = _ms(msg.expires_at)
-        props["creation_time"] = _ms(msg.enqueued_time)
-    return props
+        expiry, creation = _ms(msg.expires_at), _ms(msg.enqueued_time)
+    else:
+        expiry = creation = None
+    fields = [msg.message_id, None, msg.to, msg.subject, msg.reply_to, msg.correlation_id, msg.content_type,
+              None, expiry, creation, msg.session_id, None, msg.reply_to_session_id]
+    while fields and fields[-1] is None:
+        fields.pop()
+    return fields
 
 
 def encode_message(msg: Message, *, with_lock: bool) -> bytes:
@@ -164,7 +176,7 @@ def encode_message(msg: Message, *, with_lock: bool) -> bytes:
     parts = [
         codec.encode_header(True, 4, ttl, False, msg.delivery_count),
         codec.described(codec.MESSAGE_ANNOTATIONS, codec.encode_value(annotations)),
-        codec.described(codec.PROPERTIES, codec.encode_value(codec.property_list(_properties(msg)))),
+        codec.described(codec.PROPERTIES, codec.encode_value(_property_list(msg))),
     ]
     if msg.application_properties:
         app = codec.encode_value(to_amqp(msg.application_properties))
