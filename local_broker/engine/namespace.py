@@ -120,6 +120,16 @@ def message_size(m: Message) -> int:
     return size
 
 
+def _set_dead_letter_properties(m: Message, reason: str | None, description: str | None) -> None:
+    changes = {}
+    if reason is not None:
+        changes[DEAD_LETTER_REASON] = reason
+    if description is not None:
+        changes[DEAD_LETTER_ERROR_DESCRIPTION] = description
+    if changes:
+        m.with_application_properties(changes)
+
+
 class Namespace(Management, Transactions):
     """See docs/engine-api.md for the contract the wire adapters rely on."""
 
@@ -469,7 +479,7 @@ class Namespace(Management, Transactions):
             copy = m if i == last else m.copy()
             sub.accessed = now
             if isinstance(what, CompiledRule):
-                copy.application_properties["RuleName"] = what.props.name
+                copy.with_application_properties({"RuleName": what.props.name})  # the action's own dict
                 try:
                     what.apply(copy)  # type: ignore[misc]
                 except FilterEvaluationError as exc:
@@ -591,10 +601,7 @@ class Namespace(Management, Transactions):
     def _dead_letter_into(
         self, sq: SubQueue, m: Message, reason: str | None, description: str | None
     ) -> None:
-        if reason is not None:
-            m.application_properties[DEAD_LETTER_REASON] = reason
-        if description is not None:
-            m.application_properties[DEAD_LETTER_ERROR_DESCRIPTION] = description
+        _set_dead_letter_properties(m, reason, description)
         m.state = ACTIVE
         m.expires_at = INF
         self._place(sq, m)
@@ -610,10 +617,7 @@ class Namespace(Management, Transactions):
         """Dead-letter a message that is not in any sub-queue (yet) on `entity`."""
         forward = entity.props.forward_dead_lettered_messages_to
         if forward:
-            if reason is not None:
-                m.application_properties[DEAD_LETTER_REASON] = reason
-            if description is not None:
-                m.application_properties[DEAD_LETTER_ERROR_DESCRIPTION] = description
+            _set_dead_letter_properties(m, reason, description)
             m.dead_letter_source = entity.path
             m.state = ACTIVE
             self._transfer(entity, m, forward, now)
@@ -823,7 +827,7 @@ class Namespace(Management, Transactions):
 
     def _modify(self, m: Message, properties_to_modify: dict[str, Any] | None) -> None:
         if properties_to_modify:
-            m.application_properties.update(properties_to_modify)
+            m.with_application_properties(properties_to_modify)
             self._journal.put(m)
 
     def complete(self, path: str, lock_tokens: Iterable[uuid.UUID], *, session_id: str | None = None) -> None:

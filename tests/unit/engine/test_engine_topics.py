@@ -62,6 +62,30 @@ def test_copies_are_independent(ns: Namespace, topic: str) -> None:
     assert b.application_properties == {"k": 1} and b.delivery_count == 0
 
 
+def test_copies_share_properties_only_until_one_changes(ns: Namespace, topic: str) -> None:
+    """Fan-out copies share the property dicts (copy-on-write): every change stays on its own copy."""
+    for name in ("a", "b", "c"):
+        ns.create_subscription(topic, SubscriptionProperties(name))
+    ns.send(topic, msg(message_id="1", application_properties={"k": 1}, annotations={"x-note": "n"}))
+    (a,) = ns.receive(sub_path("a"), 1)
+    (b,) = ns.receive(sub_path("b"), 1)
+    (c,) = ns.receive(sub_path("c"), 1)
+    ns.dead_letter(sub_path("a"), [a.lock_token], "Why", "Because", {"k": "a"})
+    ns.defer(sub_path("c"), [c.lock_token], {"k": "c", "extra": True})
+    assert b.application_properties == {"k": 1}
+    (dead,) = ns.receive(sub_path("a") + "/$DeadLetterQueue", 1)
+    assert dead.application_properties == {
+        "k": "a",
+        "DeadLetterReason": "Why",
+        "DeadLetterErrorDescription": "Because",
+    }
+    (deferred,) = ns.peek(sub_path("c"), 0, 1)
+    assert deferred.application_properties == {"k": "c", "extra": True}
+    ns.abandon(sub_path("b"), [b.lock_token], {"k": "b"})
+    assert dead.application_properties["k"] == "a" and deferred.application_properties["k"] == "c"
+    assert dead.annotations == deferred.annotations == {"x-note": "n"}
+
+
 def test_false_and_correlation_filters(ns: Namespace, topic: str) -> None:
     ns.create_subscription(topic, SubscriptionProperties("none"), RuleProperties("f", FalseFilter()))
     ns.create_subscription(
