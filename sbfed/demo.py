@@ -1,0 +1,193 @@
+"""`sbfed demo` (what `make demo` runs): the outage drill of each federation pattern on the local broker,
+then `sbfed reconcile` (spark_reconcile) on each drill's audit logs, then one table and the reports' paths.
+
+Each drill (docs/drills.md) starts `sbfed broker serve` and `sbfed functions run` as processes, applies the
+pattern, runs a producer and a consumer, and takes the primary down through the control API. The
+reconciliation then reads the audit logs the drill left and writes its JSON summary and HTML report:
+mirror mode for all-active, replica and exactly-once modes for active-passive, exactly-once for spillover.
+
+Exit status: 0 nothing was lost and every check passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from patterns.drills.metrics import format_summary
+from patterns.drills.run import DrillResult, DrillSettings, run_drill
+from patterns.durations import parse_duration
+
+PATTERNS = ("all-active", "active-passive", "spillover")
+GRACE = "10s"  # a replica later than this after its source is reported late (the outage delays some)
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    pattern: str
+    mode: str
+    out: Path
+    verdict: str
+    lost: int | None  # missing messages over all comparisons
+    duplicates: int | None
+    report: Path | None
+    log: Path
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+
+def reconcile_modes(settings: DrillSettings) -> dict[str, list[str]]:
+    """The `sbfed reconcile` modes that fit a pattern, each with its mode-specific arguments."""
+    primary, secondary = settings.namespaces
+    exactly_once = ["--mode", "exactly-once", "--expected-event", "sent"]
+    if settings.pattern == "all-active":
+        return {"mirror": ["--mode", "mirror"]}
+    if settings.pattern == "active-passive":
+        ttl = parse_duration(settings.ttl).total_seconds()
+        replica = ["--mode", "replica", "--source", primary, "--replica-ttl", f"{secondary}={ttl:g}s"]
+        return {"replica": replica, "exactly-once": exactly_once}
+    return {"exactly-once": exactly_once}
+
+
+def reconcile(settings: DrillSettings, log: Path) -> list[Reconciliation]:
+    """Run spark_reconcile in this process (one JVM for every run), its output going to `log`."""
+    from spark_reconcile import cli as reconcile_cli
+
+    audit = settings.out / "audit"
+    logs = [f"--log={ns}={audit / f'namespace={ns}'}" for ns in settings.namespaces]
+    results = []
+    for mode, arguments in reconcile_modes(settings).items():
+        out = settings.out / f"reconcile-{mode}"
+        argv = [*logs, *arguments, "--grace", GRACE, "--out", str(out)]
+        with _output_to(log):
+            print(f"$ sbfed reconcile {' '.join(argv)}", flush=True)
+            try:
+                reconcile_cli.main(argv)
+            except Exception as error:  # Spark or Java missing: the report says so, the demo goes on
+                print(f"sbfed reconcile failed: {type(error).__name__}: {error}", flush=True)
+        results.append(_read_reconciliation(settings.pattern, mode, out, log))
+    return results
+
+
+def _read_reconciliation(pattern: str, mode: str, out: Path, log: Path) -> Reconciliation:
+    try:
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return Reconciliation(pattern, mode, out, "did not run", None, None, None, log)
+    totals = [c["totals"] for c in summary["comparisons"]]
+    return Reconciliation(pattern, mode, out, summary["verdict"], sum(t["missing"] for t in totals),
+                          sum(t["dup_extra"] for t in totals), out / "report.html", log)
+
+
+@contextlib.contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at `path`: Spark's JVM, started inside, inherits them and keeps
+    writing its own logs there, away from the demo's table."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def _seconds(pair: dict[str, float | None]) -> str:
+    return "/".join("-" if v is None else f"{v:.1f}" for v in (pair["producer"], pair["consumer"]))
+
+
+def table(drills: list[DrillResult], reconciliations: list[Reconciliation]) -> str:
+    header = (f"{'pattern':<15} {'sent':>5} {'processed':>9} {'lost':>4} {'twice':>5} {'fail over s':>11} "
+              f"{'fail back s':>11} {'lag p50/p99 ms':>16}  {'drill':<5}  reconcile")
+    lines = [header, "-" * len(header)]
+    for result in drills:
+        s = result.summary
+        lag = "{p50}/{p99}".format(**s["replication_lag_ms"])
+        verdicts = ", ".join(f"{r.mode} {r.verdict.upper()}" for r in reconciliations
+                             if r.pattern == s["pattern"])
+        lines.append(f"{s['pattern']:<15} {s['sent']:>5} {s['processed']:>9} {s['lost']:>4} "
+                     f"{s['processed_twice']:>5} {_seconds(s['time_to_fail_over_s']):>11} "
+                     f"{_seconds(s['time_to_fail_back_s']):>11} {lag:>16}  "
+                     f"{'PASS' if s['passed'] else 'FAIL':<5}  {verdicts or 'not run'}")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sbfed demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=Path("demo-output"), help="output root (default %(default)s)")
+    p.add_argument("--messages", type=int, default=400, help="messages per drill (default %(default)s)")
+    p.add_argument("--outage", type=float, default=10.0,
+                   help="seconds the primary is down (default %(default)s)")
+    p.add_argument("--patterns", default=",".join(PATTERNS), help="comma-separated subset to run")
+    p.add_argument("--no-reconcile", action="store_true", help="drills only (no Spark)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    patterns = [p.strip() for p in args.patterns.split(",") if p.strip()]
+    unknown = set(patterns) - set(PATTERNS)
+    if unknown:
+        print(f"sbfed demo: unknown pattern(s) {', '.join(sorted(unknown))}; "
+              f"choose from {', '.join(PATTERNS)}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level=logging.ERROR, filename=args.out / "clients.log",
+                        format="%(asctime)s %(levelname)s %(threadName)s %(name)s %(message)s")
+    began = time.monotonic()
+    drills: list[DrillResult] = []
+    for pattern in patterns:
+        print(f"\n== drill: {pattern} ({args.messages} messages, {args.outage:.0f} s outage of the primary)",
+              flush=True)
+        settings = DrillSettings(pattern=pattern, out=args.out / pattern, messages=args.messages,
+                                 outage=args.outage)
+        try:
+            drills.append(run_drill(settings))
+        except (OSError, RuntimeError, ValueError) as error:
+            print(f"sbfed demo: the {pattern} drill could not run: {error}", file=sys.stderr)
+            return 1
+        print(format_summary(drills[-1].summary), flush=True)
+    reconciliations: list[Reconciliation] = []
+    if not args.no_reconcile:
+        log = args.out / "reconcile.log"
+        for result in drills:
+            settings = result.scenario.drill.settings
+            print(f"\n== sbfed reconcile: {settings.pattern} ({', '.join(reconcile_modes(settings))}); "
+                  f"Spark's output: {log}", flush=True)
+            for r in reconcile(settings, log):
+                print(f"  {r.mode}: {r.verdict.upper()}, missing {r.lost}, duplicate copies {r.duplicates}",
+                      flush=True)
+                reconciliations.append(r)
+    elapsed = dt.timedelta(seconds=round(time.monotonic() - began))
+    print(f"\n== sbfed demo: {elapsed} on {os.cpu_count()} cores\n{table(drills, reconciliations)}")
+    print("\nreports:")
+    for result in drills:
+        print(f"  {result.summary['pattern']}: drill {result.summary_path}")
+        for r in reconciliations:
+            if r.pattern == result.summary["pattern"]:
+                where = f"{r.report} (summary.json beside it)" if r.report else f"did not run, see {r.log}"
+                print(f"    reconcile {r.mode}: {where}")
+    failed = [r.summary["pattern"] for r in drills if not r.summary["passed"]]
+    failed += [f"{r.pattern} ({r.mode})" for r in reconciliations if not r.passed]
+    if failed:
+        print(f"\nFAILED: {', '.join(failed)}")
+    return 1 if failed else 0
