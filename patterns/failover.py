@@ -112,7 +112,8 @@ class FailoverProducer(_Switching):
         if self.on_primary:
             if self._attempts(self.primary, message, errors):
                 return PRIMARY
-            self._switch(SECONDARY, "failover", f"{self.policy.attempts} failed sends: {errors[PRIMARY]}")
+            failure = errors[self.primary.name]
+            self._switch(SECONDARY, "failover", f"{self.policy.attempts} failed sends: {failure}")
         if self._attempts(self.secondary, message, errors):
             return SECONDARY
         raise NamespacesUnavailableError(
