@@ -196,11 +196,13 @@ class SubQueue:
         "session_locks",
         "sessions",
         "size",
+        "total",
     )
 
-    def __init__(self, entity: Any, kind: SubQueueKind, session_enabled: bool = False) -> None:
+    def __init__(self, entity: Any, kind: SubQueueKind, total: Any, session_enabled: bool = False) -> None:
         self.entity = entity
         self.kind = kind
+        self.total = total  # the queue or topic whose size (checked against its quota) includes this one
         self.messages: dict[int, Message] = {}
         self.ready = ReadyQueue(self)
         self.locked: dict[int, Message] = {}  # lock token's int -> message
@@ -214,6 +216,11 @@ class SubQueue:
     @property
     def path(self) -> str:
         return self.entity.path + SUFFIXES[self.kind]
+
+    def resize(self, delta: int) -> None:
+        """Bytes held here changed (messages, session states); the quota total follows."""
+        self.size += delta
+        self.total.size += delta
 
     @property
     def session_enabled(self) -> bool:
@@ -290,6 +297,7 @@ class SendTarget:
         self.dedup = DedupHistory()
         self.scheduled: dict[int, Message] = {}
         self.accessed = 0.0
+        self.size = 0  # bytes in all its sub-queues (a topic's include its subscriptions'), kept by SubQueue
 
     @property
     def partitioned(self) -> bool:
@@ -320,9 +328,9 @@ class Queue(SendTarget):
         self._init_send_target(partition_count if props.enable_partitioning else 1)
         self.props = props
         self.key = props.name.lower()  # names never change; the store and the address map use this
-        self.main = SubQueue(self, SubQueueKind.MAIN, props.requires_session)
-        self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER)
-        self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER)
+        self.main = SubQueue(self, SubQueueKind.MAIN, self, props.requires_session)
+        self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER, self)
+        self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER, self)
 
     @property
     def path(self) -> str:
@@ -340,7 +348,7 @@ class Topic(SendTarget):
         self.props = props
         self.key = props.name.lower()
         self.subscriptions: dict[str, Subscription] = {}
-        self.held = SubQueue(self, SubQueueKind.SCHEDULED)
+        self.held = SubQueue(self, SubQueueKind.SCHEDULED, self)
 
     @property
     def path(self) -> str:
@@ -358,9 +366,9 @@ class Subscription:
         self.props = props
         self.key = f"{topic.props.name}/subscriptions/{props.name}".lower()
         self.rules: dict[str, Any] = {}  # lower-case name -> CompiledRule
-        self.main = SubQueue(self, SubQueueKind.MAIN, props.requires_session)
-        self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER)
-        self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER)
+        self.main = SubQueue(self, SubQueueKind.MAIN, topic, props.requires_session)
+        self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER, topic)
+        self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER, topic)
         self.accessed = 0.0
 
     @property

@@ -100,6 +100,7 @@ class Management:
         for suffix in ("", "/$deadletterqueue", "/$transfer/$deadletterqueue"):
             self._addresses.pop(key + suffix, None)
         for sq in entity.sub_queues():
+            sq.resize(-sq.size)  # a deleted subscription's bytes leave its topic's total
             for m in sq.messages.values():
                 m.entity = None
             sq.messages.clear()
@@ -543,7 +544,7 @@ class Management:
             entity = self._addresses.get(owner)
             if entity is not None and entity.main.sessions is not None:
                 entity.main.session(session_id).state = blob
-                entity.main.size += len(blob)
+                entity.main.resize(len(blob))
         self._journal.discard()
 
     def _restore_messages(self, state: StoredState) -> None:

@@ -261,15 +261,9 @@ class Namespace(Management, Transactions):
 
     # --- sizes ----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _entity_size(entity: Any) -> int:
-        if isinstance(entity, Topic):
-            return entity.held.size + sum(Namespace._entity_size(s) for s in entity.subscriptions.values())
-        return entity.main.size + entity.dlq.size + entity.tdlq.size
-
     def _quota_error(self, target: Any, size: int) -> QuotaExceededError | None:
         limit = target.props.max_size_in_megabytes * 1048576 * target.partition_count
-        current = self._entity_size(target)
+        current = target.size
         if current + size <= limit:
             return None
         return QuotaExceededError(
@@ -547,6 +541,7 @@ class Namespace(Management, Transactions):
         sq.messages[m.uid] = m
         sq.browse.add(m)
         sq.size += m.size
+        sq.total.size += m.size
         state = m.state
         sessions = sq.sessions
         if sessions is not None and sq.kind is MAIN:
@@ -573,6 +568,7 @@ class Namespace(Management, Transactions):
         sq: SubQueue = m.entity
         del sq.messages[m.uid]
         sq.size -= m.size
+        sq.total.size -= m.size
         token = m.lock_token
         if token is not None:
             sq.locked.pop(token.int, None)
@@ -1026,7 +1022,7 @@ class Namespace(Management, Transactions):
         sq = self._session_queue(path)
         s = sq.session(session_id)
         old = s.state
-        sq.size += (len(state) if state else 0) - (len(old) if old else 0)
+        sq.resize((len(state) if state else 0) - (len(old) if old else 0))
         s.state = bytes(state) if state is not None else None
         self._journal.session_state(sq.entity.key, session_id, s.state)
         sq.drop_session_if_idle(s)

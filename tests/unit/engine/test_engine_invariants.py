@@ -76,6 +76,16 @@ def check_bookkeeping_of(entity) -> None:
 def check_bookkeeping(ns: Namespace) -> None:
     for entity in [ns._queues["q"], *ns._topics["t"].subscriptions.values()]:
         check_bookkeeping_of(entity)
+    check_totals(ns)
+
+
+def check_totals(ns: Namespace) -> None:
+    """The quota totals of queues and topics are the bytes of their sub-queues (and subscriptions)."""
+    for queue in ns._queues.values():
+        assert queue.size == sum(sq.size for sq in queue.sub_queues())
+    for topic in ns._topics.values():
+        subs = [sq for s in topic.subscriptions.values() for sq in s.sub_queues()]
+        assert topic.size == topic.held.size + sum(sq.size for sq in subs)
 
 
 def drive(ns: Namespace, clock: FakeClock, rng: random.Random, steps: int) -> tuple[set[str], set[str]]:
@@ -220,6 +230,7 @@ def test_random_session_streams(seed: int, tmp_path: Path) -> None:
         except BrokerError:
             pass
         check_bookkeeping_of(ns._queues["sq"])
+        check_totals(ns)
         check_sessions(ns, clock.now())
     present = [m.message_id for p in ("sq", "sq/$DeadLetterQueue") for m in ns.peek(p, 0, 100_000)]
     assert len(present) == len(set(present))
@@ -238,3 +249,4 @@ def test_random_session_streams(seed: int, tmp_path: Path) -> None:
     }
     assert after == before and {s: again.get_session_state("sq", s) for s in "ABCD"} == states
     check_sessions(again, clock.now())
+    check_totals(again)

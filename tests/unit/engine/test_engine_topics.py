@@ -216,6 +216,13 @@ def test_topic_quota_counts_subscriptions(ns: Namespace) -> None:
     ns.send("t", [msg(body), msg(body)])  # 4 copies of 200 KB
     with pytest.raises(QuotaExceededError):
         ns.send("t", [msg(body), msg(body)])
+    ns.delete_subscription("t", "b")  # its 2 copies no longer count: 2 + 2 more fit again
+    ns.create_subscription("t", SubscriptionProperties("b"))
+    ns.send("t", [msg(body), msg(body)])
+    size = ns.peek("t/Subscriptions/b", 0, 1)[0].size
+    assert ns.get_topic_runtime_properties("t").size_in_bytes == 6 * size
+    with pytest.raises(QuotaExceededError):
+        ns.send("t", [msg(body)])
 
 
 def test_forwarding_subscription_into_queue(ns: Namespace, topic: str) -> None:
