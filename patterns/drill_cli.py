@@ -17,6 +17,8 @@ import logging
 import sys
 from pathlib import Path
 
+from azure.core.exceptions import AzureError
+
 from patterns.drills.metrics import format_summary
 from patterns.drills.run import DrillSettings, run_drill
 from patterns.drills.scenarios import SCENARIOS
@@ -138,8 +140,8 @@ def main(argv: list[str]) -> int:
     )
     try:
         result = run_drill(settings)
-    except (OSError, RuntimeError, ValueError) as error:
-        print(f"sbfed drill: {error}", file=sys.stderr)
+    except (AzureError, OSError, RuntimeError, ValueError) as error:
+        print(f"sbfed drill: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
     print(format_summary(result.summary))
     return 0 if result.summary["passed"] else 1

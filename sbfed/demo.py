@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from azure.core.exceptions import AzureError
+
 from patterns.drills.metrics import format_summary
 from patterns.drills.run import DrillResult, DrillSettings, run_drill
 from patterns.durations import parse_duration
@@ -162,7 +164,7 @@ def main(argv: list[str]) -> int:
                                  outage=args.outage)
         try:
             drills.append(run_drill(settings))
-        except (OSError, RuntimeError, ValueError) as error:
+        except (AzureError, OSError, RuntimeError, ValueError) as error:
             print(f"sbfed demo: the {pattern} drill could not run: {error}", file=sys.stderr)
             return 1
         print(format_summary(drills[-1].summary), flush=True)

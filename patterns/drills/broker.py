@@ -11,8 +11,6 @@ import hashlib
 import hmac
 import json
 import ssl
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +23,8 @@ from urllib.parse import quote_plus, urlencode
 import yaml
 from azure.servicebus import parse_connection_string
 from azure.servicebus.management import ServiceBusAdministrationClient
+
+from patterns.drills.processes import SbfedProcess
 
 READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
@@ -140,61 +140,25 @@ def read_ready_file(path: str | Path) -> dict[str, BrokerNamespace]:
 
 
 class BrokerProcess:
-    """`sbfed broker serve` in its own process, on ephemeral loopback ports; its output goes to `log_path`."""
+    """`sbfed broker serve` in its own process, on ephemeral loopback ports; its output goes to
+    `<work_dir>/logs/broker.log`, its namespaces to `<work_dir>/broker-ready.json`."""
 
     def __init__(self, names: Iterable[str], work_dir: Path, *, in_memory: bool = True) -> None:
-        self.work_dir = work_dir
         self.topology_path = work_dir / "broker-topology.yaml"
         self.ready_path = work_dir / "broker-ready.json"
-        self.log_path = work_dir / "logs" / "broker.log"
-        self.data_dir = None if in_memory else work_dir / "broker-data"
         self._topology = namespaces_only(names)
-        self._process: subprocess.Popen[bytes] | None = None
+        store = ["--in-memory"] if in_memory else ["--data", str(work_dir / "broker-data")]
+        self._process = SbfedProcess(
+            "`sbfed broker serve`",
+            ["broker", "serve", "--topology", str(self.topology_path), *store, "--ready-file",
+             str(self.ready_path), "--log-level", "INFO"],
+            work_dir / "logs" / "broker.log")
 
     def start(self) -> dict[str, BrokerNamespace]:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.topology_path.write_text(yaml.safe_dump(self._topology), encoding="utf-8")
         self.ready_path.unlink(missing_ok=True)
-        store = ["--in-memory"] if self.data_dir is None else ["--data", str(self.data_dir)]
-        command = [
-            sys.executable,
-            "-m",
-            "sbfed",
-            "broker",
-            "serve",
-            "--topology",
-            str(self.topology_path),
-            *store,
-            "--ready-file",
-            str(self.ready_path),
-            "--log-level",
-            "INFO",
-        ]
-        with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while not self.ready_path.exists():
-            if self._process.poll() is not None:
-                raise BrokerError(
-                    f"`sbfed broker serve` exited with {self._process.returncode}; see {self.log_path}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise BrokerError(
-                    f"the broker was not ready within {READY_TIMEOUT_SECONDS:.0f} s; see {self.log_path}"
-                )
-            time.sleep(0.05)
+        self._process.start(self.ready_path.exists, READY_TIMEOUT_SECONDS)
         return read_ready_file(self.ready_path)
 
     def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(STOP_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        self._process.stop(STOP_TIMEOUT_SECONDS)

@@ -4,10 +4,9 @@ message has been handled, and the summary (`drill-summary.json`)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
-import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +27,6 @@ from replicators.audit import AuditSink, open_sink
 
 AUDIT_SINK_SETTING = "SBFED_AUDIT_SINK"
 QUIET_SECONDS = 3.0  # after everything was processed: time for a late duplicate or bounce to show up
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -100,6 +98,10 @@ class Drill:
         self._sinks.append(sink)
         return sink
 
+    def close(self) -> None:
+        for sink in self._sinks:
+            sink.close()
+
 
 @dataclass
 class DrillResult:
@@ -123,64 +125,40 @@ def prepare_topology(scenario: Scenario, names: tuple[str, str], settings: Drill
 
 
 def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = None) -> DrillResult:
-    report = progress or _printer()
+    """Run one drill; every process and client it started is stopped however it ends."""
+    report = progress or _print
     out = settings.out
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    broker = (
-        None
-        if settings.broker_file
-        else BrokerProcess(settings.namespaces, out, in_memory=settings.in_memory)
-    )
-    namespaces = read_ready_file(settings.broker_file) if settings.broker_file else broker.start()
-    host: FunctionsHostProcess | None = None
-    scenario: Scenario | None = None
-    try:
+    with contextlib.ExitStack() as stack:
+        if settings.broker_file:
+            namespaces = read_ready_file(settings.broker_file)
+        else:
+            broker = BrokerProcess(settings.namespaces, out, in_memory=settings.in_memory)
+            stack.callback(broker.stop)
+            namespaces = broker.start()
         missing = [n for n in settings.namespaces if n not in namespaces]
         if missing:
             raise BrokerError(f"the broker hosts {', '.join(namespaces)}, not {', '.join(missing)}")
-        drill = Drill(
-            settings,
-            settings.namespaces,
-            namespaces,
-            out / "audit",
-            policy=FailoverPolicy(probe_interval=settings.probe_interval),
-        )
+        drill = Drill(settings, settings.namespaces, namespaces, out / "audit",
+                      policy=FailoverPolicy(probe_interval=settings.probe_interval))
         scenario = SCENARIOS[settings.pattern](drill)
         topology = prepare_topology(scenario, drill.names, settings)
         dump_topology(topology, out / "topology.yaml")
         report(f"{settings.pattern}: broker up ({', '.join(drill.names)}); applying the pattern")
         with open(out / "logs" / "apply.log", "w", encoding="utf-8") as apply_log:
-            apply_topology(
-                topology,
-                {n: namespaces[n].admin_client() for n in drill.names},
-                report=lambda line: print(line, file=apply_log),
-            )
+            apply_topology(topology, {n: namespaces[n].admin_client() for n in drill.names},
+                           report=lambda line: print(line, file=apply_log))
         host_settings = {connection_setting(n): namespaces[n].connection_string for n in drill.names}
-        host = FunctionsHostProcess(
-            out / "topology.yaml",
-            {**host_settings, AUDIT_SINK_SETTING: str(out / "audit")},
-            out / "logs" / "functions-host.log",
-        )
+        host = FunctionsHostProcess(out / "topology.yaml",
+                                    {**host_settings, AUDIT_SINK_SETTING: str(out / "audit")},
+                                    out / "logs" / "functions-host.log")
+        stack.callback(host.stop)
         host.start()
-        report(
-            f"{settings.pattern}: Functions host running {len(topology.tasks)} task(s); starting the clients"
-        )
+        report(f"{settings.pattern}: Functions host running {len(topology.tasks)} task(s); "
+               "starting the clients")
+        stack.callback(drill.close)
+        stack.callback(scenario.stop)
         timeline = _run_timeline(drill, scenario, report)
-    finally:
-        errors = []
-        for stop in (
-            scenario.stop if scenario else None,
-            host.stop if host else None,
-            broker.stop if broker else None,
-        ):
-            if stop is None:
-                continue
-            try:
-                stop()
-            except Exception as error:  # keep stopping the rest; report after
-                errors.append(f"{type(error).__name__}: {error}")
-        if errors and sys.exc_info()[0] is None:
-            raise RuntimeError("; ".join(errors))
     timeline.finished_at = dt.datetime.now(dt.UTC)
     summary = metrics.summarize(settings, scenario, timeline, metrics.read_records(out / "audit"))
     summary_path = out / "drill-summary.json"
@@ -210,6 +188,18 @@ def _run_timeline(drill: Drill, scenario: Scenario, report: Callable[[str], None
     sending_for = max(back + settings.recovery, max(step.offset for step in steps))
     begin = time.monotonic()
     scenario.start(rate=settings.messages / sending_for)
+    try:
+        _follow(drill, scenario, timeline, steps, begin, report)
+    finally:
+        if timeline.fault_at and not timeline.restored_at:  # never leave a namespace down
+            restore()
+    return timeline
+
+
+def _follow(drill: Drill, scenario: Scenario, timeline: Timeline, steps: list[Step], begin: float,
+            report: Callable[[str], None]) -> None:
+    """Carry out the steps when due, report progress, and return once every message has been handled."""
+    settings = drill.settings
     phase, next_report, deadline = "warm-up", 0.0, None
     while True:
         elapsed = time.monotonic() - begin
@@ -237,7 +227,6 @@ def _run_timeline(drill: Drill, scenario: Scenario, report: Callable[[str], None
             report(f"[{elapsed:6.1f}s] not settled after {settings.settle_timeout:.0f} s: {_counts(drill)}")
             break
         time.sleep(0.1)
-    return timeline
 
 
 def _counts(drill: Drill) -> str:
@@ -248,8 +237,5 @@ def _counts(drill: Drill) -> str:
     )
 
 
-def _printer() -> Callable[[str], None]:
-    def report(line: str) -> None:
-        print(line, flush=True)
-
-    return report
+def _print(line: str) -> None:
+    print(line, flush=True)
