@@ -47,8 +47,11 @@ class Guarded(Handler):
 
     proton lets a handler's exception end `Container.run()`; one bad frame must not stop the broker.
     proton looks handlers' methods up by name (`on_delivery`, ...); each lookup here yields a guarded
-    wrapper of the inner method, made once per name and kept.
+    wrapper of the inner method, made once per name and kept. `activity` records that some handler
+    ran since the last end-of-turn work (a turn with only socket bookkeeping skips that work).
     """
+
+    activity = False
 
     def __init__(self, inner: Any) -> None:
         super().__init__()
@@ -65,7 +68,11 @@ class Guarded(Handler):
 
     @staticmethod
     def _guard(name: str, fn: Callable[..., None]) -> Callable[..., None]:
+        quiet = name == "on_reactor_quiesced"
+
         def guarded(*args: Any) -> None:
+            if not quiet:
+                Guarded.activity = True
             try:
                 fn(*args)
             except Exception:
@@ -101,6 +108,7 @@ class EngineThread(Handler):
         self.participants: list[TurnParticipant] = []
         self.after_commit: list[Callable[[], None]] = []
         self.timer_at: float | None = None
+        self.external_changes = False  # this turn ran calls from other threads (admin, control)
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
         self._injector = EventInjector()
         self.container.selectable(self._injector)
@@ -162,6 +170,7 @@ class EngineThread(Handler):
                 fn, future = self._calls.get_nowait()
             except queue.Empty:
                 return
+            self.external_changes = True
             try:
                 result = fn()
             except BaseException as exc:  # handed back to the calling thread
@@ -171,6 +180,9 @@ class EngineThread(Handler):
 
     # --- the turn ---------------------------------------------------------------------------------
     def on_reactor_quiesced(self, event) -> None:
+        if not Guarded.activity:
+            return
+        Guarded.activity = False
         for participant in self.participants:
             participant.before_commit()
         for participant in self.participants:
@@ -178,6 +190,7 @@ class EngineThread(Handler):
                 participant.commit()
             except BrokerError as exc:
                 log_event(log, logging.ERROR, "commit-failed", error=exc.description)
+        self.external_changes = False
         done, self.after_commit = self.after_commit, []
         for fn in done:
             fn()
