@@ -348,6 +348,7 @@ class Topic(SendTarget):
         self.props = props
         self.key = props.name.lower()
         self.subscriptions: dict[str, Subscription] = {}
+        self.routes: list[Any] | None = None  # fan-out plan (Namespace._routes); None: build it again
         self.held = SubQueue(self, SubQueueKind.SCHEDULED, self)
 
     @property

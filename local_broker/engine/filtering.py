@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from local_broker.engine.errors import ArgumentError
 from local_broker.engine.message import Message
@@ -63,6 +64,21 @@ def compile_rule(rule: RuleProperties) -> CompiledRule:
         raise ArgumentError(f"{exc} Parameter name: SqlExpression", "sql_expression") from exc
     check_storable(rule, "filter")
     return CompiledRule(rule, matches, apply, never)
+
+
+def always(message: Message) -> bool:
+    """The filter of a subscription whose only rule is a TrueFilter without action."""
+    return True
+
+
+class Route(NamedTuple):
+    """One subscription in a topic's fan-out plan (see Namespace._routes)."""
+
+    subscription: Any
+    matches: Callable[[Message], bool] | None  # its one rule has no action: this decides; None: use `rules`
+    rules: tuple[CompiledRule, ...]  # the rules that can match (FalseFilters left out)
+    dead_letters_filter_errors: bool  # a filter that fails on a message dead-letters it here
+    ttl: float  # default time to live in seconds, capped by the topic's
 
 
 def matching_rules(rules: Iterable[CompiledRule], message: Message) -> tuple[bool, list[CompiledRule]]:

@@ -96,6 +96,7 @@ class Management:
             self._addresses[key + "/$transfer/$deadletterqueue"] = entity.tdlq
 
     def _unregister(self, entity: Queue | Topic | Subscription) -> None:
+        self._reroute(entity)
         key = entity.key
         for suffix in ("", "/$deadletterqueue", "/$transfer/$deadletterqueue"):
             self._addresses.pop(key + suffix, None)
@@ -108,6 +109,18 @@ class Management:
         if isinstance(entity, Queue | Topic):
             entity.scheduled.clear()
         self._journal.entity_deleted(entity)
+
+    @staticmethod
+    def _reroute(entity: Any) -> None:
+        """A topic's fan-out plan is stale once the topic, a subscription or a rule of it changed."""
+        if isinstance(entity, Subscription):
+            entity.topic.routes = None
+        elif isinstance(entity, Topic):
+            entity.routes = None
+
+    def _rules_changed(self, sub: Subscription) -> None:
+        self._reroute(sub)
+        self._journal.entity(sub)
 
     def _watch_idle(self, entity: Any) -> None:
         idle = entity.props.auto_delete_on_idle
@@ -244,6 +257,8 @@ class Management:
         return self._added(target)
 
     def _added(self, entity: Queue | Topic | Subscription) -> Any:
+        """An entity created or its properties replaced."""
+        self._reroute(entity)
         entity.accessed = self.clock.now()
         self._register(entity)
         self._journal.entity(entity)
@@ -414,7 +429,7 @@ class Management:
         compiled = compile_rule(rule)
         self._check_filter_quota(sub.topic, [rule])
         sub.rules[rule.name.lower()] = compiled
-        self._journal.entity(sub)
+        self._rules_changed(sub)
         return replace(rule)
 
     def update_rule(self, topic_name: str, subscription_name: str, rule: RuleProperties) -> RuleProperties:
@@ -424,7 +439,7 @@ class Management:
         compiled = compile_rule(rule)
         self._check_filter_quota(sub.topic, [rule], replacing=old)
         sub.rules[rule.name.lower()] = compiled
-        self._journal.entity(sub)
+        self._rules_changed(sub)
         return replace(rule)
 
     def get_rule(self, topic_name: str, subscription_name: str, name: str) -> RuleProperties:
@@ -440,7 +455,7 @@ class Management:
         sub = self._subscription(topic_name, subscription_name)
         self._rule(sub, name)
         del sub.rules[name.lower()]
-        self._journal.entity(sub)
+        self._rules_changed(sub)
 
     # --- runtime --------------------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from local_broker.engine.errors import (
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
-from local_broker.engine.filtering import CompiledRule, matching_rules
+from local_broker.engine.filtering import CompiledRule, Route, always, matching_rules
 from local_broker.engine.journal import Journal, NullJournal
 from local_broker.engine.management import Management
 from local_broker.engine.message import (
@@ -426,7 +426,7 @@ class Namespace(Management, Transactions):
             return seq
         m.state = ACTIVE
         if isinstance(target, Queue):
-            self._enqueue(target, m, now, INF)
+            self._enqueue(target, m, now, target.props.default_message_time_to_live.total_seconds())
         else:
             self._publish(target, m, now)
         return seq
@@ -441,51 +441,87 @@ class Namespace(Management, Transactions):
         m.sequence_number = m.enqueued_sequence_number = seq
         m.enqueued_time = now
         if isinstance(target, Queue):
-            self._enqueue(target, m, now, INF)
+            self._enqueue(target, m, now, target.props.default_message_time_to_live.total_seconds())
         else:
             self._publish(target, m, now)
 
+    @staticmethod
+    def _routes(topic: Topic) -> list[Route]:
+        """The topic's fan-out plan, built again only after its subscriptions, rules or properties changed
+        (Management sets `topic.routes` to None): subscriptions that can get a copy, in order, with
+        what deciding that takes."""
+        routes = topic.routes
+        if routes is None:
+            cap = topic.props.default_message_time_to_live.total_seconds()
+            filtering_errors_kept = not topic.props.filtering_messages_before_publishing
+            routes = topic.routes = []
+            for sub in topic.subscriptions.values():
+                props = sub.props
+                rules = tuple(rule for rule in sub.rules.values() if not rule.never)
+                if props.status is EntityStatus.DISABLED or not rules:
+                    continue  # gets no copies whatever the message
+                only = rules[0]
+                alone = len(rules) == 1 and only.apply is None
+                routes.append(
+                    Route(
+                        sub,
+                        (only.matches or always) if alone else None,
+                        rules,
+                        props.dead_lettering_on_filter_evaluation_exceptions and filtering_errors_kept,
+                        min(props.default_message_time_to_live.total_seconds(), cap),
+                    )
+                )
+        return routes
+
     def _publish(self, topic: Topic, m: Message, now: float) -> None:
         """Fan a topic message out into its subscriptions (semantics 4.6, 4.7)."""
-        targets: list[tuple[Subscription, Any]] = []
-        for sub in topic.subscriptions.values():
-            if sub.props.status is EntityStatus.DISABLED:
-                continue
+        targets: list[tuple[Route, Any]] = []
+        append = targets.append
+        for route in topic.routes if topic.routes is not None else self._routes(topic):
+            matches = route.matches
             try:
-                plain, with_action = matching_rules(sub.rules.values(), m)
+                if matches is not None:  # the usual: one filter and no action
+                    if matches(m):
+                        append((route, None))
+                    continue
+                plain, with_action = matching_rules(route.rules, m)
             except FilterEvaluationError as exc:
-                if (
-                    sub.props.dead_lettering_on_filter_evaluation_exceptions
-                    and not topic.props.filtering_messages_before_publishing
-                ):
-                    targets.append((sub, exc))
+                if route.dead_letters_filter_errors:
+                    append((route, exc))
                 continue
             if plain:
-                targets.append((sub, None))
+                append((route, None))
             for rule in with_action:
-                targets.append((sub, rule))
+                append((route, rule))
         if not targets:
             self._journal.delete(m)  # an activated or forwarded message may have a stored row
             return
-        ttl_cap = topic.props.default_message_time_to_live.total_seconds()
-        last = len(targets) - 1
-        for i, (sub, what) in enumerate(targets):
-            copy = m if i == last else m.copy()
+        last = targets[-1]
+        for target in targets:
+            route, what = target
+            sub = route.subscription
+            copy = m if target is last else m.copy()
             sub.accessed = now
+            if what is None:
+                self._enqueue(sub, copy, now, route.ttl)
+                continue
             if isinstance(what, CompiledRule):
                 copy.with_application_properties({"RuleName": what.props.name})  # the action's own dict
                 try:
                     what.apply(copy)  # type: ignore[misc]
                 except FilterEvaluationError as exc:
                     what = exc
-            if isinstance(what, FilterEvaluationError):
-                if sub.props.dead_lettering_on_filter_evaluation_exceptions:
-                    self._to_dead_letter(sub, copy, what.type_name, what.description, now)
-                continue
-            self._enqueue(sub, copy, now, ttl_cap)
+                else:
+                    self._enqueue(sub, copy, now, route.ttl)
+                    continue
+            if sub.props.dead_lettering_on_filter_evaluation_exceptions:
+                self._to_dead_letter(sub, copy, what.type_name, what.description, now)
 
-    def _enqueue(self, entity: Queue | Subscription, m: Message, now: float, ttl_cap: float) -> None:
-        """A message arriving at a message-holding entity: forwarded, or placed in its main sub-queue."""
+    def _enqueue(self, entity: Queue | Subscription, m: Message, now: float, ttl: float) -> None:
+        """A message arriving at a message-holding entity: forwarded, or placed in its main sub-queue.
+
+        `ttl` is the entity's default time to live in seconds (a subscription's capped by its topic's).
+        """
         props = entity.props
         if props.forward_to:
             self._transfer(entity, m, props.forward_to, now)
@@ -493,9 +529,6 @@ class Namespace(Management, Transactions):
         if props.requires_session and m.session_id is None:
             self._to_dead_letter(entity, m, *SESSION_ID_NULL, now)
             return
-        ttl = props.default_message_time_to_live.total_seconds()
-        if ttl_cap < ttl:
-            ttl = ttl_cap
         if m.time_to_live is not None and m.time_to_live < ttl:
             ttl = m.time_to_live
         m.expires_at = now + ttl if ttl < 1e15 else INF

@@ -177,6 +177,49 @@ def test_disabled_subscription_gets_no_copies_receive_disabled_does(ns: Namespac
         ns.receive(sub_path("rd"), 1)
 
 
+def test_fan_out_follows_every_change_of_subscriptions_rules_and_topic(ns: Namespace, clock) -> None:
+    """Each change after messages already went out is seen by the next send (the fan-out plan is rebuilt)."""
+    ns.create_topic(TopicProperties("t"))
+    ns.create_subscription("t", SubscriptionProperties("a"), RuleProperties("r", SqlFilter("x = 1")))
+    sent = iter(range(1000))
+
+    def fan_out(**properties) -> set[str]:
+        """Send one message; the subscriptions (and dead-letter queues) it landed in."""
+        number = str(next(sent))
+        ns.send("t", msg(message_id=number, application_properties=properties))
+        paths = [sub_path(s.name) for s in ns.list_subscriptions("t")]
+        paths += [p + "/$DeadLetterQueue" for p in paths]
+        return {p for p in paths if number in ids(ns.peek(p, 0, 1000))}
+
+    assert fan_out(x=1) == {sub_path("a")}
+    ns.create_subscription("t", SubscriptionProperties("b"))
+    assert fan_out(x=1) == {sub_path("a"), sub_path("b")}
+    ns.update_rule("t", "a", RuleProperties("r", SqlFilter("x = 2")))
+    assert fan_out(x=1) == {sub_path("b")}
+    ns.create_rule("t", "a", RuleProperties("tagged", SqlFilter("x = 1"), SqlRuleAction("SET tag = 1")))
+    assert fan_out(x=1) == {sub_path("a"), sub_path("b")}
+    ns.delete_rule("t", "a", "tagged")
+    ns.create_rule("t", "a", RuleProperties("never", FalseFilter()))
+    assert fan_out(x=2) == {sub_path("a"), sub_path("b")} and fan_out(x=1) == {sub_path("b")}
+    ns.update_subscription("t", SubscriptionProperties("b", status=EntityStatus.DISABLED))
+    assert fan_out(x=2) == {sub_path("a")}
+    ns.update_subscription("t", SubscriptionProperties("b"))
+    assert fan_out(x=2) == {sub_path("a"), sub_path("b")}
+    assert fan_out(x="text") == {sub_path("a") + "/$DeadLetterQueue", sub_path("b")}  # 'text' = 2 fails
+    ns.update_topic(TopicProperties("t", filtering_messages_before_publishing=True))
+    assert fan_out(x="text") == {sub_path("b")}
+    ns.update_subscription(
+        "t", SubscriptionProperties("a", dead_lettering_on_filter_evaluation_exceptions=False)
+    )
+    ns.update_topic(TopicProperties("t", default_message_time_to_live=timedelta(seconds=30)))
+    assert fan_out(x="text") == {sub_path("b")}
+    assert ns.peek(sub_path("b"), 0, 1000)[-1].expires_at == clock.now() + 30
+    ns.delete_subscription("t", "b")
+    assert fan_out(x=2) == {sub_path("a")}
+    ns.create_subscription("t", SubscriptionProperties("b"), RuleProperties("none", FalseFilter()))
+    assert fan_out(x=2) == {sub_path("a")}
+
+
 def test_send_disabled_topic_refuses_but_subscriptions_still_drain(ns: Namespace, topic: str) -> None:
     ns.create_subscription(topic, SubscriptionProperties("s"))
     ns.send(topic, msg(message_id="1"))
