@@ -5,7 +5,7 @@ and an `AdminServer` (HTTPS management, control API, `/health`) whose threads ha
 
 Programmatic use (tests, drills):
 
-    server = BrokerServer("topology.yaml", data_dir=None, in_memory=True)   # or a list of NamespaceSpec
+    server = BrokerServer("topology.yaml")     # or the parsed document (dict); data_dir=... for durable
     server.start()
     ns = server.namespaces["primary"]
     ServiceBusClient.from_connection_string(ns.connection_string)
@@ -16,8 +16,10 @@ Programmatic use (tests, drills):
 
 `data_dir` holds one SQLite file per namespace (`<name>.db`) and the admin TLS certificate; without it
 (or with `in_memory=True`) the engines keep everything in memory and the certificate goes to a
-temporary directory. `synchronous="FULL"` (default): every acknowledged send, scheduled message and
-management change survives power loss (the write-ahead log is synced before the acknowledgement); a
+temporary directory (removed by `stop()`).
+
+`synchronous="FULL"` (default): every acknowledged send, scheduled message and management change
+survives power loss (the write-ahead log is synced before the acknowledgement); a
 settlement survives a killed broker, and power loss can only make a settled message come back
 (at-least-once). `"NORMAL"`: everything survives a killed broker process but not an OS crash.
 """
@@ -39,7 +41,7 @@ from local_broker.engine.namespace import Namespace
 from local_broker.faults import FaultState, NamespaceFaults
 from local_broker.store import MemoryStore, SqliteStore
 from local_broker.tls import ensure_certificate
-from local_broker.topology import NamespaceSpec, apply_entities, load
+from local_broker.topology import NamespaceSpec, apply_entities, load, parse
 from local_broker.wire.admin.server import AdminServer
 from local_broker.wire.amqp.endpoint import NamespaceEndpoint
 from local_broker.wire.amqp.logs import log_event
@@ -111,11 +113,15 @@ def _connection_policy(policies: list[SharedAccessPolicy]) -> SharedAccessPolicy
 class BrokerServer:
     """Hosts the namespaces of a topology; see the module docstring."""
 
-    def __init__(self, topology: str | os.PathLike[str] | list[NamespaceSpec], data_dir: str | None = None,
-                 in_memory: bool = True, host: str = "127.0.0.1", synchronous: str = "FULL") -> None:
-        self.specs = load(topology) if isinstance(topology, str | os.PathLike) else list(topology)
+    def __init__(self, topology: str | os.PathLike[str] | dict | list[NamespaceSpec],
+                 data_dir: str | None = None, in_memory: bool | None = None, host: str = "127.0.0.1",
+                 synchronous: str = "FULL") -> None:
+        if isinstance(topology, str | os.PathLike):
+            self.specs = load(topology)
+        else:
+            self.specs = parse(topology) if isinstance(topology, dict) else list(topology)
         self.data_dir = data_dir
-        self.in_memory = in_memory or data_dir is None
+        self.in_memory = data_dir is None or bool(in_memory)  # default: durable when data_dir is given
         self.host = host
         self.synchronous = synchronous
         self.namespaces: dict[str, HostedNamespace] = {}
