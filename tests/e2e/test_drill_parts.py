@@ -1,0 +1,74 @@
+"""The drill's own plumbing against a real broker: its control client (own SAS token, TLS verified against
+the broker's certificate) and the broker descriptions it reads; fast, so not marked slow."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import ServiceBusError
+
+from patterns.drill_cli import main as drill_main
+from patterns.drills.broker import BrokerError, BrokerNamespace, ControlClient, read_ready_file
+
+TOPOLOGY = {"namespaces": {"primary": {"local": {"amqp_port": 0, "admin_port": 0}, "queues": {"orders": {}}}}}
+
+
+@pytest.fixture
+def namespace(start_broker):
+    server = start_broker(TOPOLOGY)
+    return BrokerNamespace.of(server.namespaces["primary"].describe())
+
+
+def send_one(namespace):
+    with ServiceBusClient.from_connection_string(namespace.connection_string, retry_total=0) as client, \
+            client.get_queue_sender("orders") as sender:
+        sender.send_messages(ServiceBusMessage(b"x"))
+
+
+def test_the_control_client_takes_the_namespace_down_and_brings_it_back(namespace):
+    control = namespace.control()
+    assert namespace.admin_url.startswith("https://127.0.0.1:")
+    send_one(namespace)
+    assert control.set_down("drop")["namespace_down"] == "drop"
+    with pytest.raises(ServiceBusError):
+        send_one(namespace)
+    assert control.faults()["namespace_down"] == "drop"
+    assert control.set_down(None)["namespace_down"] is None
+    send_one(namespace)  # reachable again
+
+
+def test_the_control_client_reports_what_the_broker_refused(namespace):
+    wrong_key = ControlClient(namespace.admin_url, "RootManageSharedAccessKey", "bm90IHRoZSBrZXk=",
+                              namespace.cert_path)
+    with pytest.raises(BrokerError, match="401"):
+        wrong_key.set_down("drop")
+    with pytest.raises(BrokerError, match="400"):
+        namespace.control().call("PUT", "faults", {"namespace_down": "sideways"})
+
+
+def test_ready_files_and_print_json_lines_describe_the_same_namespaces(namespace, tmp_path):
+    entry = {"namespace": namespace.name, "amqp_port": 1, "admin_port": 2,
+             "connection_string": namespace.connection_string,
+             "admin_connection_string": namespace.admin_connection_string, "cert_path": namespace.cert_path}
+    (tmp_path / "ready.json").write_text(json.dumps([entry]))
+    (tmp_path / "lines.json").write_text(json.dumps(entry) + "\n")
+    assert read_ready_file(tmp_path / "ready.json") == read_ready_file(tmp_path / "lines.json") == {
+        "primary": namespace}
+    (tmp_path / "bad.json").write_text('[{"namespace": "primary"}]')
+    with pytest.raises(BrokerError, match="lacks 'connection_string'"):
+        read_ready_file(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sideways"], "invalid choice"),
+    (["all-active", "--namespaces", "a"], "two distinct names"),
+    (["all-active", "--messages", "0"], "--messages must be at least 1"),
+    (["all-active", "--mode", "unplug"], "invalid choice"),
+])
+def test_bad_drill_arguments_are_refused_before_anything_starts(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        drill_main([*argv, "--out", str(tmp_path / "out")] if argv[0] != "sideways" else argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
