@@ -20,6 +20,7 @@ from patterns.drills.broker import BrokerError, BrokerNamespace, BrokerProcess, 
 from patterns.drills.clients import Tracker, TrackingSink
 from patterns.drills.functions import FunctionsHostProcess
 from patterns.drills.scenarios import SCENARIOS, Scenario, Step
+from patterns.durations import parse_duration
 from patterns.failover import FailoverPolicy
 from patterns.regions import PRIMARY, SECONDARY, Region, sdk_regions
 from patterns.topology import Topology, dump_topology
@@ -54,6 +55,12 @@ class DrillSettings:
             raise ValueError("--messages must be at least 1, --outage and --warmup above 0 seconds")
         if self.mode not in ("drop", "refuse"):
             raise ValueError(f"--mode must be drop or refuse, not '{self.mode}'")
+        for option, value in (("--ttl", self.ttl), ("--deadline", self.deadline),
+                              ("--lock-duration", self.lock_duration)):
+            try:
+                parse_duration(value)
+            except ValueError as error:
+                raise ValueError(f"{option}: {error}") from None
 
     @property
     def recovery(self) -> float:

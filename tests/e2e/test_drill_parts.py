@@ -66,6 +66,7 @@ def test_ready_files_and_print_json_lines_describe_the_same_namespaces(namespace
     (["all-active", "--namespaces", "a"], "two distinct names"),
     (["all-active", "--messages", "0"], "--messages must be at least 1"),
     (["all-active", "--mode", "unplug"], "invalid choice"),
+    (["active-passive", "--ttl", "10s"], "--ttl: '10s' is not an ISO 8601 duration"),
 ])
 def test_bad_drill_arguments_are_refused_before_anything_starts(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
