@@ -200,13 +200,17 @@ def main() -> int:
     parser.add_argument("--lag-rate", type=float, default=200.0, help="messages per second in the lag phase")
     parser.add_argument("--lag-seconds", type=float, default=10.0)
     args = parser.parse_args()
-    raw_rates, replicated_rates = [], []
+    raw_rates, replicated_rates, raw_cpu, replicated_cpu = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp, broker_process(Path(tmp)) as settings:
         for round_number in range(args.rounds):
             send_all(settings["PRIMARY"], "raw", messages(args.messages, f"raw{round_number}"))
             send_all(settings["PRIMARY"], "bench", messages(args.messages, f"rep{round_number}"))
+            cpu = time.process_time()
             raw_rates.append(raw_pipe(settings["PRIMARY"], settings["SECONDARY"], args.messages))
+            raw_cpu.append((time.process_time() - cpu) / args.messages * 1e6)
+            cpu = time.process_time()
             replicated_rates.append(replication(settings, args.messages))
+            replicated_cpu.append((time.process_time() - cpu) / args.messages * 1e6)
             print(
                 f"round {round_number + 1}: raw {raw_rates[-1]:.1f} msg/s, replication "
                 f"{replicated_rates[-1]:.1f} msg/s",
@@ -216,8 +220,14 @@ def main() -> int:
     raw_rate, replicated_rate = statistics.median(raw_rates), statistics.median(replicated_rates)
     ratio = replicated_rate / raw_rate if raw_rate else 0.0
     print(f"messages:          {args.messages} (256-byte bodies, 2 application properties, partition keys)")
-    print(f"raw pipe:          {raw_rate:9.1f} msg/s (median of {args.rounds})")
-    print(f"replication:       {replicated_rate:9.1f} msg/s  ({ratio:.0%} of raw; target >= 80%)")
+    print(
+        f"raw pipe:          {raw_rate:9.1f} msg/s (median of {args.rounds}), "
+        f"{statistics.median(raw_cpu):.0f} us CPU per message in the client process"
+    )
+    print(
+        f"replication:       {replicated_rate:9.1f} msg/s  ({ratio:.0%} of raw; target >= 80%), "
+        f"{statistics.median(replicated_cpu):.0f} us CPU per message in the host process"
+    )
     print(
         f"end-to-end lag:    p50 {percentile(lags, 0.5) * 1000:.1f} ms  "
         f"p99 {percentile(lags, 0.99) * 1000:.1f} ms"

@@ -28,5 +28,5 @@ def slow_first_message(replica: Replica) -> Replica:
     """Holds the first batch far beyond the source's lock duration, so only lock renewal saves it."""
     if not _slow_once["done"]:
         _slow_once["done"] = True
-        time.sleep(12)
+        time.sleep(8)
     return replica
