@@ -153,7 +153,10 @@ class Namespace(Management, Transactions):
         self._lock_heap: list[tuple[float, int, list[Message]]] = []  # messages locked until then
         self._tokens = LockTokens()
         self._session_heap: list[tuple[float, int, SubQueue, SessionLock]] = []
-        self._ttl_heap: list[tuple[float, int, Message]] = []
+        # Messages expiring then. Consecutive placements with one deadline (the copies of a topic message,
+        # a batch sent in one call) share the entry pushed last, `_expiring`, while it is in the heap.
+        self._ttl_heap: list[tuple[float, int, list[Message]]] = []
+        self._expiring: tuple[float, int, list[Message]] | None = None
         self._schedule_heap: list[tuple[float, int, Any, Message]] = []
         self._dedup_heap: list[tuple[float, int, Any]] = []
         self._idle_heap: list[tuple[float, int, Any]] = []
@@ -593,7 +596,12 @@ class Namespace(Management, Transactions):
         if state is DEFERRED:
             sq.deferred.setdefault(m.sequence_number, []).append(m)
         elif state is ACTIVE and m.expires_at != INF and sq.kind is MAIN:
-            heapq.heappush(self._ttl_heap, (m.expires_at, next(self._ticket), m))
+            expiring = self._expiring
+            if expiring is not None and expiring[0] == m.expires_at:
+                expiring[2].append(m)
+            else:
+                self._expiring = expiring = (m.expires_at, next(self._ticket), [m])
+                heapq.heappush(self._ttl_heap, expiring)
         self._journal.put(m)
 
     def _detach(self, m: Message) -> None:
@@ -1081,11 +1089,24 @@ class Namespace(Management, Transactions):
         ):
             heapq.heappop(sheap)
         theap = self._ttl_heap
-        while theap and not (theap[0][2].entity is not None and theap[0][2].state is ACTIVE):
-            heapq.heappop(theap)
+        while theap:
+            waiting = theap[0][2]
+            live = next(
+                (i for i, m in enumerate(waiting) if m.entity is not None and m.state is ACTIVE), None
+            )
+            if live is not None:
+                del waiting[:live]  # once: repeated purges stay linear
+                break
+            self._pop_expiring()
         scheap = self._schedule_heap
         while scheap and scheap[0][2].scheduled.get(scheap[0][3].sequence_number) is not scheap[0][3]:
             heapq.heappop(scheap)
+
+    def _pop_expiring(self) -> list[Message]:
+        entry = heapq.heappop(self._ttl_heap)
+        if entry is self._expiring:
+            self._expiring = None  # nothing may join an entry that left the heap
+        return entry[2]
 
     def next_deadline(self) -> float | None:
         """When `tick()` next has something to do (epoch seconds), or None."""
@@ -1119,16 +1140,16 @@ class Namespace(Management, Transactions):
                 self._expire_session(sq, lock, now)
         theap = self._ttl_heap
         while theap and theap[0][0] <= now:
-            _, _, m = heapq.heappop(theap)
-            sq = m.entity
-            if (
-                sq is not None
-                and sq.kind is MAIN
-                and m.lock_token is None
-                and m.state is ACTIVE
-                and m.expires_at <= now
-            ):
-                self._expire(m, now)
+            for m in self._pop_expiring():
+                sq = m.entity
+                if (
+                    sq is not None
+                    and sq.kind is MAIN
+                    and m.lock_token is None
+                    and m.state is ACTIVE
+                    and m.expires_at <= now
+                ):
+                    self._expire(m, now)
         scheap = self._schedule_heap
         while scheap and scheap[0][0] <= now:
             _, _, target, m = heapq.heappop(scheap)

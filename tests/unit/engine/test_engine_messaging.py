@@ -22,6 +22,8 @@ from local_broker.engine import (
     QueueProperties,
     QuotaExceededError,
     ReceiveMode,
+    SubscriptionProperties,
+    TopicProperties,
 )
 
 from .helpers import ids, msg
@@ -194,6 +196,42 @@ def test_ttl_drops_or_dead_letters(ns: Namespace, clock) -> None:
     ns.tick()
     assert ns.peek("drop", 0, 5) == []
     assert len(ns.peek("keep/$DeadLetterQueue", 0, 5)) == 1  # the DLQ does not expire
+
+
+def test_messages_with_one_deadline_expire_together_and_settled_ones_leave_it(ns: Namespace, clock) -> None:
+    """A batch (or the copies of a topic message) shares one expiry entry; settling part of it keeps the
+    deadline for the rest, settling all of it clears the deadline."""
+    ns.create_queue(QueueProperties("q", dead_lettering_on_message_expiration=True))
+    ns.send("q", [msg(message_id=str(n), time_to_live=10) for n in range(3)])
+    first_two = ns.receive("q", 2)
+    ns.complete("q", [m.lock_token for m in first_two])
+    assert ns.next_deadline() == clock.now() + 10
+    (last,) = ns.receive("q", 1)
+    ns.complete("q", [last.lock_token])
+    assert ns.next_deadline() is None
+    ns.send("q", [msg(message_id="a", time_to_live=10), msg(message_id="b", time_to_live=10)])
+    ns.create_topic(TopicProperties("t", default_message_time_to_live=timedelta(seconds=10)))
+    for name in ("s1", "s2", "s3"):
+        ns.create_subscription("t", SubscriptionProperties(name, dead_lettering_on_message_expiration=True))
+    ns.send("t", msg(message_id="c"))
+    (c,) = ns.receive("t/Subscriptions/s2", 1)
+    ns.complete("t/Subscriptions/s2", [c.lock_token])
+    clock.advance(10)
+    ns.tick()
+    assert ids(ns.peek("q/$DeadLetterQueue", 0, 10)) == ["a", "b"]
+    for name, dead in (("s1", ["c"]), ("s2", []), ("s3", ["c"])):
+        assert ids(ns.peek(f"t/Subscriptions/{name}/$DeadLetterQueue", 0, 10)) == dead
+    assert ns.next_deadline() is None
+
+
+def test_a_message_due_now_expires_after_an_earlier_one_due_now_did(ns: Namespace, clock) -> None:
+    ns.create_queue(QueueProperties("q"))
+    ns.send("q", msg(message_id="a", time_to_live=0))
+    ns.tick()
+    ns.send("q", msg(message_id="b", time_to_live=0))  # the same deadline, whose entry already left
+    assert ns.next_deadline() == clock.now()
+    ns.tick()
+    assert ns.get_queue_runtime_properties("q").active_message_count == 0
 
 
 def test_expired_message_is_not_received_even_before_tick(ns: Namespace, clock) -> None:
