@@ -93,7 +93,7 @@ def topology(
                 },
             },
             "secondary": {
-                "queues": {"sessions": {**target, "requires_session": True}},
+                "queues": {"sessions": {**target, "requires_session": True}, "quarantine": {}},
                 "topics": {"events": {**target, "subscriptions": {"check": {}, "audit": {}}}},
             },
         },

@@ -12,11 +12,14 @@ class PoisonMessage(ValueError):
 
 
 def reject_poison(replica: Replica) -> Replica | None:
-    """Validation: a message marked `poison` cannot be replicated; one marked `drop` is filtered out."""
+    """Validation: a message marked `poison` cannot be replicated; one marked `drop` is filtered out; one
+    marked `quarantine` is rerouted to the target's `quarantine` queue; the rest are enriched."""
     if replica.application_properties.get("poison"):
         raise PoisonMessage(f"order {replica.message_id} has no customer")
     if replica.application_properties.get("drop"):
         return None
+    if replica.application_properties.get("quarantine"):
+        replica.entity = "quarantine"
     replica.application_properties["validated"] = True
     return replica
 

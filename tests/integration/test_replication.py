@@ -81,7 +81,7 @@ def test_target_down_for_10_seconds_loses_nothing(tmp_path):
     assert [p for r in replicas for p in mismatches(sent, r, source="primary/events")] == []
 
 
-def test_poison_message_is_dead_lettered_with_the_reason_and_the_rest_replicated(tmp_path):
+def test_transform_validates_drops_reroutes_and_poison_goes_to_dead_letter_with_reason(tmp_path):
     raw = topology(max_delivery_count=3, transform="replication_transforms:reject_poison")
     with brokers(raw, tmp_path) as (server, path):
         settings = settings_for(server, path)
@@ -95,9 +95,17 @@ def test_poison_message_is_dead_lettered_with_the_reason_and_the_rest_replicated
         batch.insert(
             12, ServiceBusMessage(b"skip", message_id="dropped-1", application_properties={"drop": True})
         )
+        batch.insert(
+            15, ServiceBusMessage(b"odd", message_id="odd-1", application_properties={"quarantine": 1})
+        )
         send_all(settings["PRIMARY"], "events", batch)
         with functions_host(settings, only={"events-to-secondary"}):
             replicas = drain_subscription(settings["SECONDARY"], "events", "check", 20, 60)
+            with (
+                ServiceBusClient.from_connection_string(settings["SECONDARY"]) as client,
+                client.get_queue_receiver("quarantine") as quarantine,
+            ):
+                rerouted = _receive_until(quarantine, 1, 30)
             with (
                 ServiceBusClient.from_connection_string(settings["PRIMARY"]) as client,
                 client.get_subscription_receiver(
@@ -107,6 +115,7 @@ def test_poison_message_is_dead_lettered_with_the_reason_and_the_rest_replicated
                 dead = _receive_until(dlq, 1, 60)
     assert sorted(r.message_id for r in replicas) == sorted(f"good-{i}" for i in range(20))
     assert all(r.application_properties[b"validated"] is True for r in replicas)
+    assert [m.message_id for m in rerouted] == ["odd-1"]
     assert [m.message_id for m in dead] == ["poison-1"]
     assert dead[0].dead_letter_reason == "ReplicationTransformFailed"
     assert "PoisonMessage: order poison-1 has no customer" in dead[0].dead_letter_error_description
