@@ -136,6 +136,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR,
         filename=None if args.verbose else settings.out / "logs" / "clients.log",
+        filemode="w",
         format="%(asctime)s %(levelname)s %(threadName)s %(name)s %(message)s",
     )
     try:

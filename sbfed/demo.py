@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
               f"choose from {', '.join(PATTERNS)}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.ERROR, filename=args.out / "clients.log",
+    logging.basicConfig(level=logging.ERROR, filename=args.out / "clients.log", filemode="w",
                         format="%(asctime)s %(levelname)s %(threadName)s %(name)s %(message)s")
     began = time.monotonic()
     drills: list[DrillResult] = []
@@ -171,6 +171,7 @@ def main(argv: list[str]) -> int:
     reconciliations: list[Reconciliation] = []
     if not args.no_reconcile:
         log = args.out / "reconcile.log"
+        log.unlink(missing_ok=True)
         for result in drills:
             settings = result.scenario.drill.settings
             print(f"\n== sbfed reconcile: {settings.pattern} ({', '.join(reconcile_modes(settings))}); "

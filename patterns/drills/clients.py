@@ -8,6 +8,7 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from replicators.stamps import origin_enqueued_time
 
 log = logging.getLogger(__name__)
 RECONNECT_DELAY_SECONDS = 0.5
+REMEMBER = 100_000  # MessageIds a local consumer keeps to recognise a repeated delivery
 
 
 class PoisonMessage(Exception):
@@ -156,7 +158,11 @@ class LocalConsumer:
     """The consumer of one region in a pattern where every region consumes on its own (all-active,
     spillover): receive, handle, complete, write a `processed` audit record. A handler failure abandons the
     message (its delivery count grows until the dead-letter queue takes it); an outage error drops the link
-    and tries again, so the consumer resumes when the namespace is back."""
+    and tries again, so the consumer resumes when the namespace is back.
+
+    Like any application of these patterns it is idempotent by MessageId: a message handled just before its
+    namespace failed cannot be completed, its lock expires and it is delivered again; the repeat is completed
+    without handling and listed in `duplicates`."""
 
     def __init__(
         self,
@@ -172,6 +178,8 @@ class LocalConsumer:
         self.region, self.handler, self.entity, self.audit = region, handler, entity, audit
         self.processor, self.batch_size, self.max_wait_time = processor, batch_size, max_wait_time
         self.handled = 0
+        self.duplicates: list[str] = []
+        self._processed: OrderedDict[str, None] = OrderedDict()
 
     def run(self, stop: threading.Event) -> None:
         try:
@@ -195,6 +203,11 @@ class LocalConsumer:
             self._handle(message)
 
     def _handle(self, message: Any) -> None:
+        message_id = str(message.message_id)
+        if message_id in self._processed:
+            self.duplicates.append(message_id)
+            settle(self.region, message)
+            return
         try:
             self.handler(message)
         except PoisonMessage:
@@ -215,6 +228,9 @@ class LocalConsumer:
             ]
         )
         self.handled += 1
+        self._processed[message_id] = None
+        if len(self._processed) > REMEMBER:
+            self._processed.popitem(last=False)
         self._settle(message)
 
     def _settle(self, message: Any, *, abandon: bool = False) -> None:

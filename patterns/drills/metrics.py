@@ -325,6 +325,10 @@ def format_summary(summary: dict) -> str:
         reached = ", ".join(f"{k.removeprefix('enqueued_in_')} {v}" for k, v in d.items()
                             if k.startswith("enqueued_in_"))
         lines.append(f"  messages enqueued per region: {reached}; bounced {d['bounced']}")
+    skipped = d.get("duplicates_skipped") or {}
+    if any(skipped.values()):
+        lines.append("  repeated deliveries skipped by MessageId: "
+                     + ", ".join(f"{name} {n}" for name, n in skipped.items() if n))
     lines += [f"  PROBLEM: {p}" for p in s["problems"]]
     lines.append(f"  summary: {Path(s['out']) / 'drill-summary.json'}")
     return "\n".join(lines)

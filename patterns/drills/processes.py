@@ -27,7 +27,7 @@ class SbfedProcess:
     def start(self, ready: Callable[[], bool], timeout: float) -> None:
         """Start the process and wait until `ready()` says so."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "sbfed", *self.argv], stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env={**os.environ, **self.env})

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import shutil
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +90,9 @@ class Drill:
     namespaces: dict[str, BrokerNamespace]
     audit_dir: Path
     tracker: Tracker = field(default_factory=Tracker)
+    # part of every MessageId: a broker reused by another drill (--broker) must not see ids it has seen
+    # before, or its duplicate detection would drop them
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     policy: FailoverPolicy = field(default_factory=FailoverPolicy)
     _sinks: list[AuditSink] = field(default_factory=list)
 
@@ -131,10 +136,20 @@ def prepare_topology(scenario: Scenario, names: tuple[str, str], settings: Drill
     return topology
 
 
+def clear_previous(out: Path) -> None:
+    """Remove what an earlier drill wrote to `out` (its audit records would be counted again); anything
+    else in the directory is left alone."""
+    for directory in ("audit", "broker-data", *(p.name for p in out.glob("reconcile-*"))):
+        shutil.rmtree(out / directory, ignore_errors=True)
+    for name in ("drill-summary.json", "topology.yaml", "broker-topology.yaml", "broker-ready.json"):
+        (out / name).unlink(missing_ok=True)
+
+
 def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = None) -> DrillResult:
     """Run one drill; every process and client it started is stopped however it ends."""
     report = progress or _print
     out = settings.out
+    clear_previous(out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         if settings.broker_file:

@@ -29,6 +29,7 @@ from patterns.drills.clients import (
 )
 from patterns.durations import parse_duration
 from patterns.failover import ConsumerOptions, FailoverConsumer, FailoverProducer
+from patterns.regions import Region
 from patterns.topology import Topology
 from patterns.transforms import AUX_SUFFIX
 
@@ -57,6 +58,7 @@ class Scenario:
     workers: list[Worker] = field(default_factory=list)  # consumers
     producers: list[PacedProducer] = field(default_factory=list)
     producer_workers: list[Worker] = field(default_factory=list)
+    local_consumers: list[LocalConsumer] = field(default_factory=list)
 
     pattern = ""
     every_region_processes = False  # all-active: each region must process every message
@@ -81,7 +83,20 @@ class Scenario:
 
     def details(self) -> dict[str, Any]:
         """Pattern-specific figures and checks for the summary."""
-        return {}
+        skipped: Counter[str] = Counter()
+        for consumer in self.local_consumers:  # a restarted consumer adds to its predecessor's count
+            skipped[consumer.processor] += len(consumer.duplicates)
+        return {"duplicates_skipped": dict(skipped)}
+
+    def _consume(self, region: Region, handler: Callable[[Any], None], *, entity: str, processor: str,
+                 writer: str) -> Worker:
+        """A region-local consumer in its own worker."""
+        consumer = LocalConsumer(region, handler, entity=entity, audit=self.drill.sink(writer),
+                                 processor=processor)
+        self.local_consumers.append(consumer)
+        worker = Worker(processor, consumer.run).start()
+        self.workers.append(worker)
+        return worker
 
     def settled(self) -> bool:
         """Every message that was sent has been processed where the pattern says it must be."""
@@ -107,7 +122,7 @@ class Scenario:
         return any(w.alive for w in self.producer_workers)
 
     def _produce(self, producer: FailoverProducer, prefix: str, count: int, rate: float) -> None:
-        paced = PacedProducer(producer, prefix, count, rate)
+        paced = PacedProducer(producer, f"{prefix}-{self.drill.run_id}", count, rate)
         self.producers.append(paced)
         self.producer_workers.append(Worker(f"producer-{prefix}", paced.run).start())
 
@@ -146,20 +161,14 @@ class AllActive(Scenario):
         self._produce(self.home_primary, "p", drill.settings.messages - half, rate / 2)
         self._produce(self.home_secondary, "s", half, rate / 2)
         for region in drill.regions(topic=TOPIC, subscription="consumer"):
-            consumer = LocalConsumer(
-                region,
-                lambda message: None,
-                entity=TOPIC,
-                audit=drill.sink(f"consumer-{region.name}"),
-                processor=f"consumer-{region.name}",
-            )
-            self.workers.append(Worker(f"consumer-{region.name}", consumer.run).start())
+            self._consume(region, lambda message: None, entity=TOPIC, processor=f"consumer-{region.name}",
+                          writer=f"consumer-{region.name}")
 
     def status(self) -> str:
         return f"producer(p) on {'primary' if self.home_primary.on_primary else 'secondary'}"
 
     def details(self) -> dict[str, Any]:
-        return {"producer_events": _events(self.home_primary.events)}
+        return {**super().details(), "producer_events": _events(self.home_primary.events)}
 
 
 class ActivePassive(Scenario):
@@ -271,19 +280,10 @@ class Spillover(Scenario):
         self.stopped_at: dt.datetime | None = None
         self.restarted_at: dt.datetime | None = None
 
-    def _consumer(self, region: Any, queue: str) -> Worker:
+    def _consumer(self, region: Region, queue: str) -> Worker:
         aux = queue.endswith(AUX_SUFFIX)
-        name = f"{region.name}/{queue}"
-        consumer = LocalConsumer(
-            region,
-            (lambda message: None) if aux else self._handle,
-            entity=QUEUE,
-            audit=self.drill.sink(f"consumer-{region.name}-{queue}"),
-            processor=name,
-        )
-        worker = Worker(name, consumer.run).start()
-        self.workers.append(worker)
-        return worker
+        return self._consume(region, (lambda message: None) if aux else self._handle, entity=QUEUE,
+                             processor=f"{region.name}/{queue}", writer=f"consumer-{region.name}-{queue}")
 
     def _handle(self, message: Any) -> None:
         if str(message.message_id) in self.poison:
@@ -314,6 +314,7 @@ class Spillover(Scenario):
 
     def details(self) -> dict[str, Any]:
         return {
+            **super().details(),
             "poison": sorted(self.poison & self.drill.tracker.sent_ids()),
             "consumer_stopped_at": _iso(self.stopped_at),
             "consumer_restarted_at": _iso(self.restarted_at),
