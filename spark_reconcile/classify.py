@@ -79,14 +79,20 @@ def key_columns(settings: Settings) -> list[str]:
     return [*keys, "partition_key"] if settings.use_partition_key else keys
 
 
-def group(logs: DataFrame, settings: Settings) -> DataFrame:
+def with_roles(logs: DataFrame, settings: Settings) -> DataFrame:
+    """The records with the expected group (`_exp`), target (`_tgt`) and arrival time each one feeds."""
+    r = roles(settings)
+    return logs.select("*", r.expected.alias("_exp"), r.target.alias("_tgt"), r.arrival.alias("_arrival"),
+                       r.orphan_capable.alias("_orphan_capable"))
+
+
+def group(rows: DataFrame, settings: Settings) -> DataFrame:
     """One row per message key with per-group aggregates (the single shuffle of the job)."""
     r = roles(settings)
-    rows = logs.select("*", r.expected.alias("_exp"), r.target.alias("_tgt"), r.arrival.alias("_arrival"),
-                       r.orphan_capable.alias("_orphan_capable"))
+    rows = rows.where(F.col("entity").isNotNull())  # malformed records are only counted (metrics.inventory)
     if not settings.use_partition_key:
         rows = rows.drop("partition_key")
-    aggs = [F.count(F.lit(1)).alias("rows")]
+    aggs = []
     for g in sorted({s for c in r.comparisons for s in c.sources}):
         mine = F.col("_exp") == g
         aggs += [
@@ -114,11 +120,6 @@ def group(logs: DataFrame, settings: Settings) -> DataFrame:
     return rows.groupBy(*key_columns(settings)).agg(*aggs)
 
 
-def malformed(grouped: DataFrame) -> DataFrame:
-    """Records that lacked a key or a parsable EnqueuedTimeUtc, per log (see reading._normalize)."""
-    return grouped.where(F.col("entity").isNull()).select(F.col("message_id").alias("tag"), "rows")
-
-
 def per_comparison(grouped: DataFrame, settings: Settings) -> DataFrame:
     """Explode the grouped keys into one row per (comparison, key) that concerns the comparison."""
     r = roles(settings)
@@ -144,8 +145,7 @@ def per_comparison(grouped: DataFrame, settings: Settings) -> DataFrame:
             fields.append(F.array_sort(F.col(f"s_proc__{t}")).alias("processors"))
         structs.append(F.struct(*fields))
     keys = key_columns(settings)
-    exploded = (grouped.where(F.col("entity").isNotNull())
-                .select(*keys, F.inline(F.array(*structs))))
+    exploded = grouped.select(*keys, F.inline(F.array(*structs)))
     return exploded.where((F.col("p_copies") > 0) | (F.col("s_relevant") > 0)).drop("s_relevant")
 
 

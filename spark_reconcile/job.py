@@ -37,17 +37,16 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     comparisons = classify.roles(settings).comparisons
     exactly_once = settings.mode == "exactly-once"
 
-    grouped = classify.group(logs, settings).persist(StorageLevel.MEMORY_AND_DISK)
-    rows = classify.per_comparison(grouped, settings)
-    wm_frame, found_wm = metrics.watermarks(rows, spark)
-    malformed = {r.tag: int(r.rows) for r in classify.malformed(grouped).collect()}
-    phases.done("read_group")
+    rows = classify.with_roles(logs, settings)
+    found = metrics.inventory(rows, [c.target for c in comparisons], spark)
+    phases.done("inventory")
 
-    classified = classify.classify(rows, wm_frame, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    grouped = classify.group(rows, settings)
+    classified = (classify.classify(classify.per_comparison(grouped, settings), found.frame, settings)
+                  .persist(StorageLevel.MEMORY_AND_DISK))
     cube = metrics.cube(classified).persist(StorageLevel.MEMORY_AND_DISK)
     counts = metrics.counts(cube)
-    grouped.unpersist()
-    phases.done("classify")
+    phases.done("group_classify")
 
     lag = metrics.percentiles(cube)
     histogram = metrics.lag_histogram(cube)
@@ -64,7 +63,8 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     phases.done("details")
 
     data = summary.Collected(counts=counts, lag=lag, histogram=histogram, ordering=ordering, source_gaps=gaps,
-                             watermarks=found_wm, malformed=malformed, samples=samples)
+                             watermarks=found.watermarks, malformed=found.malformed, records=found.records,
+                             samples=samples)
     paths |= {"summary": f"{settings.out}/summary.json", "report": f"{settings.out}/report.html"}
     engine = {"name": "pyspark", "version": spark.version, "master": spark.sparkContext.master,
               "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),

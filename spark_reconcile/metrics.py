@@ -21,20 +21,37 @@ COUNTERS = ("n", "dup_extra", "dup_keys", "source_dup_extra", "p_rows", "s_rows"
 _COUNTER_MASK = (1 << 48) - 1
 
 
-def watermarks(rows: DataFrame, spark: SparkSession) -> tuple[DataFrame, dict[tuple[str, str], int | None]]:
-    """Per (target, entity): the latest arrival in the target (epoch micros), as a frame for the join and
-    as found. Entities a target never saw fall back to its overall watermark in the frame, so a silent
-    entity still turns old messages into gaps instead of leaving them pending forever."""
-    found = {(r.target, r.entity): r.wm_us for r in
-             rows.groupBy("target", "entity").agg(F.unix_micros(F.max("s_last")).alias("wm_us")).collect()}
-    overall: dict[str, int] = {}
-    for (target, _), wm in found.items():
-        if wm is not None:
-            overall[target] = max(overall.get(target, wm), wm)
+@dataclass(frozen=True)
+class Inventory:
+    """What was read: records and malformed records per log, and the targets' watermarks."""
+
+    records: dict[str, int]
+    malformed: dict[str, int]
+    watermarks: dict[tuple[str, str], int]  # (target, entity) -> latest arrival, epoch micros, as found
+    frame: DataFrame  # (target, entity, wm_us) for every entity, for the classification join
+
+
+def inventory(rows: DataFrame, targets: list[str], spark: SparkSession) -> Inventory:
+    """One light pass over the records (no shuffle of keys). An entity a target never saw gets the target's
+    overall watermark in `frame`, so a silent entity still turns old messages into gaps."""
+    found = (rows.groupBy("tag", "_tgt", "entity")
+             .agg(F.unix_micros(F.max("_arrival")).alias("wm_us"), F.count(F.lit(1)).alias("n")).collect())
+    records: dict[str, int] = {}
+    malformed: dict[str, int] = {}
+    marks: dict[tuple[str, str], int] = {}
+    for r in found:
+        records[r.tag] = records.get(r.tag, 0) + r.n
+        if r.entity is None:
+            malformed[r.tag] = malformed.get(r.tag, 0) + r.n
+        elif r["_tgt"] is not None and r.wm_us is not None:
+            key = (r["_tgt"], r.entity)
+            marks[key] = max(marks.get(key, r.wm_us), r.wm_us)
+    entities = sorted({r.entity for r in found if r.entity is not None})
+    overall = {t: max((wm for (tt, _), wm in marks.items() if tt == t), default=None) for t in targets}
     schema = T.StructType([T.StructField("target", T.StringType()), T.StructField("entity", T.StringType()),
                            T.StructField("wm_us", T.LongType())])
-    used = [(t, e, wm if wm is not None else overall.get(t)) for (t, e), wm in found.items()]
-    return spark.createDataFrame(used, schema), found
+    used = [(t, e, marks.get((t, e), overall[t])) for t in targets for e in entities]
+    return Inventory(records, malformed, marks, spark.createDataFrame(used, schema))
 
 
 def lag_bucket(lag_ms: F.Column) -> F.Column:

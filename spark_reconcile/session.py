@@ -16,6 +16,9 @@ SQL_SETTINGS = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # date=/hour= directory values stay strings, so pruning compares exactly what the writer wrote.
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    # The classified messages are cached once and scanned a few times: compressing the cache cost more
+    # (measured: +70 % on the classification stage) than it saved.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
 }
