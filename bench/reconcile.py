@@ -1,0 +1,308 @@
+"""Benchmark: the Spark reconciliation job against a DuckDB query computing the same numbers.
+
+For each size (primary messages; default 1M 5M 10M) it generates one UTC day of synthetic audit logs in the
+docs/audit-log.md layout (Parquet, 20 entities, one of them holding 40 % of the traffic): 0.1 % gaps,
+0.5 % duplicate copies (retries 30 s later, a few triples), lognormal lag (median 150 ms) and 0.05 % late
+copies (+10-20 min). Then it times `sbfed reconcile` (as a user runs it, in its own process) and DuckDB
+(threads=2), and checks both against the planted truth and against each other.
+
+    .venv/bin/python bench/reconcile.py [SIZE ...] [--keep DIR]      e.g. 1M 5M, 250k
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+
+REPO = Path(__file__).resolve().parents[1]
+DAY, NEXT_DAY = "2026-11-22", "2026-11-23"
+GRACE_S, SKEW_S = 300, 5
+ENTITIES = 20
+
+
+def parse_size(text: str) -> int:
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1].lower(), 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET threads = 2")
+    return con
+
+
+def generate(con: duckdb.DuckDBPyConnection, n: int, root: Path) -> dict:
+    """Write primary and secondary logs under `root`; return the planted truth."""
+    con.execute("SELECT setseed(0.42)")
+    con.execute(f"""
+        CREATE OR REPLACE TABLE p AS
+        SELECT i,
+               'orders-' || lpad(CAST(CASE WHEN i % 5 < 2 THEN 0 ELSE 1 + (i // 5) % {ENTITIES - 1} END
+                                      AS VARCHAR), 2, '0') AS entity,
+               concat_ws('-', substr(h, 1, 8), substr(h, 9, 4), substr(h, 13, 4), substr(h, 17, 4),
+                         substr(h, 21, 12)) AS message_id,
+               TIMESTAMPTZ '{DAY} 00:00:00+00' + to_microseconds(CAST(i * 86400000000 // {n} AS BIGINT))
+                   AS enqueued_time_utc,
+               random() AS u_gap, random() AS u_dup, random() AS u_late,
+               -- lognormal lag, median 150 ms (Box-Muller)
+               150.0 * exp(0.8 * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random())) AS lag_ms,
+               600000 + 600000 * random() AS late_ms
+        FROM (SELECT i, md5(CAST(i AS VARCHAR)) AS h FROM range({n}) t(i))
+    """)
+    con.execute("""
+        CREATE OR REPLACE TABLE p2 AS
+        SELECT *, row_number() OVER (PARTITION BY entity ORDER BY i) AS sequence_number,
+               u_gap < 0.001 AS gap,
+               CASE WHEN u_dup < 0.0002 THEN 3 WHEN u_dup < 0.0048 THEN 2 ELSE 1 END AS copies,
+               u_late < 0.0005 AS late
+        FROM p
+    """)
+    con.execute("""
+        CREATE OR REPLACE TABLE s AS
+        SELECT entity, message_id, enqueued_time_utc AS source_time, sequence_number AS source_seq,
+               enqueued_time_utc
+                 + to_microseconds(CAST(round((lag_ms + CASE WHEN late THEN late_ms ELSE 0 END) * 1000)
+                                        AS BIGINT))
+                                 + to_microseconds(CAST((k - 1) * 30000000 AS BIGINT)) AS arrival
+        FROM p2, generate_series(1, copies) g(k)
+        WHERE NOT gap
+    """)
+    write_log(con, root / "primary", """
+        SELECT 'enqueued' AS event, 'primary' AS namespace, entity, message_id, enqueued_time_utc,
+               enqueued_time_utc + INTERVAL 1 SECOND AS observed_time_utc, sequence_number
+        FROM p2""")
+    write_log(con, root / "secondary", """
+        SELECT 'enqueued' AS event, 'secondary' AS namespace, entity, message_id,
+               arrival AS enqueued_time_utc,
+               arrival + INTERVAL 1 SECOND AS observed_time_utc,
+               row_number() OVER (PARTITION BY entity ORDER BY arrival) AS sequence_number,
+               strftime(source_time, '%Y-%m-%dT%H:%M:%S.%fZ') AS repl_enqueued_time,
+               CAST(source_seq AS VARCHAR) AS repl_sequence, 'primary/' || entity AS repl_source
+        FROM s""")
+    truth = con.execute(f"""
+        WITH wm AS (SELECT entity, max(arrival) AS wm FROM s GROUP BY entity)
+        SELECT count(*) FILTER (WHERE gap AND enqueued_time_utc <= wm - INTERVAL {GRACE_S + SKEW_S} SECOND),
+               count(*) FILTER (WHERE gap AND enqueued_time_utc > wm - INTERVAL {GRACE_S + SKEW_S} SECOND),
+               count(*) FILTER (WHERE NOT gap AND late),
+               count(*) FILTER (WHERE NOT gap AND NOT late),
+               count(*) FILTER (WHERE NOT gap AND copies > 1),
+               coalesce(sum(copies - 1) FILTER (WHERE NOT gap), 0),
+               count(*), (SELECT count(*) FROM s)
+        FROM p2 JOIN wm USING (entity)
+    """).fetchall()[0]
+    con.execute("DROP TABLE p; DROP TABLE p2; DROP TABLE s")
+    keys = ("missing", "pending", "late", "ok", "dup_keys", "dup_extra", "primary_rows", "secondary_rows")
+    return dict(zip(keys, (int(v) for v in truth), strict=True))
+
+
+def write_log(con: duckdb.DuckDBPyConnection, root: Path, query: str) -> None:
+    """Hive layout by namespace/entity/UTC date/hour, UTC-adjusted timestamps (docs/audit-log.md)."""
+    root.mkdir(parents=True, exist_ok=True)
+    con.execute(f"""
+        COPY (SELECT *, strftime(enqueued_time_utc, '%Y-%m-%d') AS date,
+                     strftime(enqueued_time_utc, '%H') AS hour
+              FROM ({query}) ORDER BY enqueued_time_utc)
+        TO '{root}' (FORMAT parquet, PARTITION_BY (namespace, entity, date, hour), ROW_GROUP_SIZE 1000000)
+    """)
+
+
+DUCKDB_RECONCILE = """
+CREATE OR REPLACE TEMP TABLE g AS
+WITH u AS (
+  SELECT entity, message_id, enqueued_time_utc AS ts, sequence_number AS seq, NULL::TIMESTAMPTZ AS stamp,
+         NULL::BIGINT AS src_seq, 1 AS side
+  FROM read_parquet('{root}/primary/**/*.parquet', hive_partitioning = true)
+  WHERE enqueued_time_utc >= TIMESTAMPTZ '{t0}' - INTERVAL 30 MINUTE
+    AND enqueued_time_utc < TIMESTAMPTZ '{t1}' + INTERVAL 30 MINUTE
+  UNION ALL
+  SELECT entity, message_id, enqueued_time_utc, sequence_number,
+         CAST(split_part(repl_enqueued_time, ';', 1) AS TIMESTAMPTZ),
+         CAST(split_part(repl_sequence, ';', 1) AS BIGINT), 2
+  FROM read_parquet('{root}/secondary/**/*.parquet', hive_partitioning = true)
+  WHERE enqueued_time_utc >= TIMESTAMPTZ '{t0}' - INTERVAL 30 MINUTE
+    AND enqueued_time_utc < TIMESTAMPTZ '{t1}' + INTERVAL 30 MINUTE
+)
+SELECT entity, message_id,
+       count(*) FILTER (WHERE side = 1) AS p_copies, min(ts) FILTER (WHERE side = 1) AS p_ts,
+       min(seq) FILTER (WHERE side = 1) AS p_seq,
+       count(*) FILTER (WHERE side = 2) AS s_copies, min(ts) FILTER (WHERE side = 2) AS s_first,
+       max(ts) FILTER (WHERE side = 2) AS s_last, min(stamp) FILTER (WHERE side = 2) AS s_stamp,
+       min(src_seq) FILTER (WHERE side = 2) AS s_src_seq, min(seq) FILTER (WHERE side = 2) AS s_seq
+FROM u GROUP BY entity, message_id;
+
+CREATE OR REPLACE TEMP TABLE c AS
+WITH wm AS (SELECT entity, max(s_last) AS wm FROM g GROUP BY entity)
+SELECT g.*, (epoch_us(s_first) - epoch_us(coalesce(s_stamp, p_ts))) / 1000.0 AS lag_ms,
+       CASE WHEN p_copies = 0 THEN 'orphan'
+            WHEN s_copies = 0 AND p_ts > wm.wm - INTERVAL {gs} SECOND THEN 'pending'
+            WHEN s_copies = 0 THEN 'missing'
+            WHEN epoch_us(s_first) - epoch_us(coalesce(s_stamp, p_ts)) > {grace_us} THEN 'late'
+            ELSE 'ok' END AS status,
+       greatest(s_copies - 1, 0) AS dup_extra, date_trunc('hour', coalesce(p_ts, s_stamp, s_first)) AS hour
+FROM g LEFT JOIN wm USING (entity)
+WHERE coalesce(p_ts, s_stamp, s_first) >= TIMESTAMPTZ '{t0}'
+  AND coalesce(p_ts, s_stamp, s_first) < TIMESTAMPTZ '{t1}';
+"""
+
+
+def duckdb_reconcile(con: duckdb.DuckDBPyConnection, root: Path, out: Path) -> dict:
+    """The same numbers as the Spark job, the DuckDB way (exact quantiles)."""
+    con.execute(DUCKDB_RECONCILE.format(root=root, t0=f"{DAY} 00:00:00+00", t1=f"{NEXT_DAY} 00:00:00+00",
+                                        gs=GRACE_S + SKEW_S, grace_us=GRACE_S * 1_000_000))
+    totals = con.execute("""
+        SELECT status, count(*), sum(dup_extra), count(*) FILTER (WHERE dup_extra > 0) FROM c GROUP BY status
+    """).fetchall()
+    per_entity = con.execute("""
+        SELECT entity, status, count(*), sum(dup_extra) FROM c GROUP BY entity, status
+    """).fetchall()
+    per_hour = con.execute("SELECT epoch_us(hour), status, count(*), sum(dup_extra) FROM c GROUP BY ALL")\
+        .fetchall()
+    lag_entity = con.execute("""
+        SELECT entity, quantile_cont(lag_ms, [0.5, 0.95, 0.99]), max(lag_ms) FROM c
+        WHERE status IN ('ok', 'late') GROUP BY entity
+    """).fetchall()
+    lag_hour = con.execute("""
+        SELECT entity, epoch_us(hour), quantile_cont(lag_ms, [0.5, 0.95, 0.99]), max(lag_ms) FROM c
+        WHERE status IN ('ok', 'late') GROUP BY ALL
+    """).fetchall()
+    order = con.execute("""
+        WITH w AS (SELECT entity, s_src_seq - lag(s_src_seq) OVER (PARTITION BY entity, s_src_seq >> 48
+                                                                   ORDER BY s_first, s_seq) AS d
+                   FROM c WHERE s_src_seq IS NOT NULL AND s_first IS NOT NULL)
+        SELECT entity, count(*) FILTER (WHERE d < 0) FROM w GROUP BY entity
+    """).fetchall()
+    gaps = con.execute("""
+        SELECT sum(max_s - min_s + 1 - n) FROM (
+          SELECT entity, max(p_seq) AS max_s, min(p_seq) AS min_s, count(*) AS n FROM c
+          WHERE p_seq IS NOT NULL GROUP BY entity, p_seq >> 48)
+    """).fetchall()[0][0]
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    con.execute(f"COPY (SELECT * EXCLUDE (hour) FROM c WHERE status <> 'ok') TO '{out}/details' "
+                "(FORMAT parquet, PARTITION_BY (status))")
+    con.execute(f"COPY (SELECT * EXCLUDE (hour) FROM c WHERE dup_extra > 0) TO '{out}/duplicates.parquet' "
+                "(FORMAT parquet)")
+    result = {s: int(n) for s, n, _, _ in totals}
+    result["dup_extra"] = int(sum(d or 0 for _, _, d, _ in totals))
+    result["dup_keys"] = int(sum(k for _, _, _, k in totals))
+    result["lag_entity"] = {e: (*q, m) for e, q, m in lag_entity}
+    result["out_of_order"] = int(sum(n for _, n in order))
+    result["source_gaps"] = int(gaps or 0)
+    result["entities"], result["hours"], result["lag_hours"] = len({r[0] for r in per_entity}), len(
+        {r[0] for r in per_hour}), len(lag_hour)
+    con.execute("DROP TABLE g; DROP TABLE c")
+    return result
+
+
+def spark_reconcile(root: Path, out: Path, driver_memory: str) -> tuple[dict, float]:
+    """Run `sbfed reconcile` in its own process, as a user would; wall time includes the JVM start."""
+    cmd = [sys.executable, "-m", "sbfed.cli", "reconcile", "--log", f"primary={root / 'primary'}",
+           "--log", f"secondary={root / 'secondary'}", "--source", "primary", "--out", str(out),
+           "--from", f"{DAY}T00:00:00Z", "--to", f"{NEXT_DAY}T00:00:00Z", "--driver-memory", driver_memory,
+           "--max-missing", "100%"]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"sbfed reconcile failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads((out / "summary.json").read_text()), wall
+
+
+def check(name: str, got: dict, truth: dict) -> list[str]:
+    keys = ("missing", "pending", "late", "ok", "dup_keys", "dup_extra")
+    return [f"{name}: {k} = {got.get(k, 0)}, planted {truth[k]}" for k in keys if got.get(k, 0) != truth[k]]
+
+
+def agree_lag(spark_entities: list[dict], duck: dict) -> list[str]:
+    """Spark's histogram percentiles vs DuckDB's exact interpolated ones: within 1 % (+ 1 ms for ranks)."""
+    issues = []
+    for e in spark_entities:
+        exact = duck["lag_entity"][e["entity"]]
+        for name, value in zip(("p50", "p95", "p99", "max"), exact, strict=True):
+            got = e["lag_ms"][name]
+            if not math.isclose(got, value, rel_tol=0.012, abs_tol=1.0):
+                issues.append(f"lag {e['entity']} {name}: spark {got} vs duckdb {value:.3f}")
+    return issues
+
+
+def run_size(n: int, work: Path, driver_memory: str) -> dict:
+    root = work / f"logs-{n}"
+    con = connect()
+    start = time.perf_counter()
+    truth = generate(con, n, root)
+    generated = time.perf_counter() - start
+    print(f"  generated {truth['primary_rows']:,} primary + {truth['secondary_rows']:,} secondary rows "
+          f"in {generated:.1f}s: planted missing {truth['missing']:,}, pending {truth['pending']:,}, "
+          f"late {truth['late']:,}, duplicated keys {truth['dup_keys']:,} (+{truth['dup_extra']:,} copies)",
+          flush=True)
+    con.close()
+
+    con = connect()
+    start = time.perf_counter()
+    duck = duckdb_reconcile(con, root, work / "duck-out")
+    duck_s = time.perf_counter() - start
+    con.close()
+
+    summary, wall = spark_reconcile(root, work / "spark-out", driver_memory)
+    job_s = sum(summary["timings_s"].values())
+    c = summary["comparisons"][0]
+    spark_totals = c["totals"]
+    issues = [*check("spark", spark_totals, truth), *check("duckdb", duck, truth),
+              *agree_lag(c["entities"], duck)]
+    ordering = sum(r["out_of_order"] for r in c["out_of_order"])
+    if ordering != duck["out_of_order"]:
+        issues.append(f"out-of-order: spark {ordering} vs duckdb {duck['out_of_order']}")
+    gaps = sum(g["gaps"] for g in summary["source_sequence_gaps"])
+    if gaps != duck["source_gaps"]:
+        issues.append(f"source sequence gaps: spark {gaps} vs duckdb {duck['source_gaps']}")
+    shutil.rmtree(root, ignore_errors=True)
+    rows = truth["primary_rows"] + truth["secondary_rows"]
+    return {"n": n, "rows": rows, "duckdb_s": duck_s, "spark_job_s": job_s, "spark_wall_s": wall,
+            "phases": summary["timings_s"], "issues": issues, "out_of_order": ordering}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sizes", nargs="*", default=["1M", "5M", "10M"], help="primary messages per run")
+    p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one, removed)")
+    args = p.parse_args(argv)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench-reconcile-"))
+    results = []
+    try:
+        for size in args.sizes:
+            n = parse_size(size)
+            print(f"== {n:,} primary messages (cores: {os.cpu_count()})", flush=True)
+            r = run_size(n, work, args.driver_memory)
+            results.append(r)
+            verdict = "agree with planted truth" if not r["issues"] else "DISAGREE: " + "; ".join(r["issues"])
+            print(f"  duckdb {r['duckdb_s']:.1f}s | spark job {r['spark_job_s']:.1f}s "
+                  f"(phases {r['phases']}) | "
+                  f"spark incl. JVM start {r['spark_wall_s']:.1f}s | "
+                  f"spark/duckdb {r['spark_job_s'] / r['duckdb_s']:.1f}x | {verdict}", flush=True)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\nsize        rows   duckdb s  spark job s  spark wall s  ratio  spark us/row  duckdb us/row  ok")
+    for r in results:
+        print(f"{r['n']:>9,} {r['rows']:>11,} {r['duckdb_s']:>9.1f} {r['spark_job_s']:>12.1f} "
+              f"{r['spark_wall_s']:>13.1f} {r['spark_job_s'] / r['duckdb_s']:>5.1f}x "
+              f"{1e6 * r['spark_job_s'] / r['rows']:>13.2f} {1e6 * r['duckdb_s'] / r['rows']:>14.2f}  "
+              f"{'yes' if not r['issues'] else 'NO'}")
+    print("target: spark job within 5x of duckdb, time per row flat from 1M to 10M")
+    return 1 if any(r["issues"] for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
