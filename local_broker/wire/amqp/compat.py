@@ -108,7 +108,7 @@ class GreedyIO(IOHandler):
       turns so long that receivers, whose credit comes back between turns, starve behind a busy sender);
     - writes: proton writes only when a poll reports the socket writable, one extra poll per answer. This
       writes everything a turn produced before polling (a settlement echo leaves in the turn that made it);
-    - selector updates only when something changed.
+    - selector updates only when something changed, without a reactor event.
     """
 
     MAX_READ = 64 * 1024
@@ -152,10 +152,9 @@ class GreedyIO(IOHandler):
                 break
         self.update(transport, selectable, selectable._reactor.now)
 
-    @staticmethod
-    def update(transport: Any, selectable: Any, now: float) -> None:
-        """proton's update, but the selector hears of it only when reading/writing/deadline changed
-        (each notice is an event that costs as much as a small frame)."""
+    def update(self, transport: Any, selectable: Any, now: float) -> None:
+        """proton's update, but a change of reading/writing/deadline goes straight to the selector instead
+        of through a SELECTABLE_UPDATED event (each event costs a pass of the reactor loop)."""
         before = (selectable.reading, selectable.writing, selectable.deadline)
         for flag, amount in (("reading", transport.capacity), ("writing", transport.pending)):
             try:
@@ -166,8 +165,10 @@ class GreedyIO(IOHandler):
                     selectable._transport = None
                     transport._selectable = None
         selectable.deadline = transport.tick(now)
-        if selectable.is_terminal or (selectable.reading, selectable.writing, selectable.deadline) != before:
-            selectable.update()
+        if selectable.is_terminal:
+            selectable.update()  # the FINAL event closes the socket
+        elif (selectable.reading, selectable.writing, selectable.deadline) != before:
+            self._selector.update(selectable)
 
     def on_reactor_quiesced(self, event: Any) -> None:
         if event.reactor.quiesced:
