@@ -200,9 +200,10 @@ class Compiler:
         if right.is_constant and type(right.constant) in runtime.fast_types(symbol):
             value, fast_type = self.program.name(), type(right.constant).__name__
             rest = self.helper(runtime.comparison_with_constant(symbol, right.constant))
+            also_double = f" or {value}.__class__ is float" if runtime.exact_as_double(right.constant) else ""
             source = (
                 f"({value} {_PYTHON_COMPARISONS[symbol]} {right.source} "
-                f"if ({value} := {left.source}).__class__ is {fast_type} else {rest}({value}))"
+                f"if ({value} := {left.source}).__class__ is {fast_type}{also_double} else {rest}({value}))"
             )
         else:
             source = f"{self.helper(runtime.comparison(symbol))}({left.source}, {right.source})"
@@ -214,8 +215,15 @@ class Compiler:
         operand, pattern = operands[0], operands[1]
         escape = operands[2] if len(operands) == 3 else None
         if pattern.is_constant and (escape is None or escape.is_constant):
-            like = self.helper(runtime.like_constant(self._constant_matcher(pattern, escape), negated))
+            matcher = self._constant_matcher(pattern, escape)
+            like = self.helper(runtime.like_constant(matcher, negated))
             source = f"{like}({operand.source})"
+            if matcher is not None:  # a String operand straight to the matcher
+                value = self.program.name()
+                source = (
+                    f"({self.helper(matcher)}({value}) is not {negated} "
+                    f"if ({value} := {operand.source}).__class__ is str else {like}({value}))"
+                )
         else:
             like = self.helper(runtime.like_computed(negated, escape is not None))
             value = self.program.name()
@@ -243,8 +251,15 @@ class Compiler:
         operand, *items = [self.value(child) for child in tree.children if isinstance(child, Tree)]
         value = self.program.name()
         if all(item.is_constant for item in items):
-            membership = self.helper(runtime.member_of_constants([item.constant for item in items], negated))
+            constants = [item.constant for item in items]
+            membership = self.helper(runtime.member_of_constants(constants, negated))
             test = f"{membership}({value})"
+            strings = runtime.constant_strings(constants)
+            if strings is not None:  # a String value: a set lookup
+                test = (
+                    f"(({value} {'not in' if negated else 'in'} {self.program.bind(strings)}) "
+                    f"if {value}.__class__ is str else {test})"
+                )
         else:
             thunks = ", ".join(f"lambda: {item.source}" for item in items)
             test = f"{self.helper(runtime.member)}({value}, [{thunks}]) is not {negated}"
@@ -290,8 +305,16 @@ class Compiler:
         for step in reversed(steps):
             _, operator_token, right_tree = step.children
             right = self.value(right_tree)
-            operation = self.helper(runtime.arithmetic_operation(operator_token.value))
+            symbol = operator_token.value
+            operation = self.helper(runtime.arithmetic_operation(symbol))
             source = f"{operation}({result.source}, {right.source})"
+            if symbol in "+-*" and right.is_constant and type(right.constant) in (int, float):
+                # A Double operand: Double arithmetic with the constant as a Double, inline.
+                left, double = self.program.name(), self.program.bind(float(right.constant))
+                source = (
+                    f"({left} {symbol} {double} if ({left} := {result.source}).__class__ is float "
+                    f"else {operation}({left}, {right.source}))"
+                )
             result = self.shallow(self.built("value", self.position(step), [result, right], source=source))
         return result
 

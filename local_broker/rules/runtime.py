@@ -25,6 +25,12 @@ def fast_types(symbol: str) -> tuple[type, ...]:
     return EQUALITY_FAST_TYPES if symbol in ("=", "<>", "!=") else ORDERING_FAST_TYPES
 
 
+def exact_as_double(constant: Any) -> bool:
+    """An Int64 constant a Double compares with exactly as Python compares them (C# converts the Int64
+    to Double first; Python compares exactly: the same outcome when the conversion is exact)."""
+    return type(constant) is int and -(2**53) <= constant <= 2**53
+
+
 def slow_user_property_reader(name: str) -> Callable[[Mapping[str, Any]], Any]:
     """The lookup once the exact-case key missed: the usual casings first, then a scan of all keys."""
     lowered = name.lower()
@@ -160,11 +166,18 @@ def member(value: Any, items: list[Callable[[], Any]]) -> bool:
     return False
 
 
+def constant_strings(constants: list[Any]) -> frozenset[str] | None:
+    """The items of an IN list as a set when all its non-NULL items are strings (a String value is in
+    the list exactly when it is in the set), else None."""
+    present = [constant for constant in constants if constant is not None]
+    return frozenset(present) if present and all(type(c) is str for c in present) else None
+
+
 def member_of_constants(constants: list[Any], negated: bool) -> Callable[[Any], bool]:
     """[NOT] IN over constant items, for a non-NULL value; all-string lists use a set."""
     present = [constant for constant in constants if constant is not None]
     items = [lambda constant=constant: constant for constant in present]
-    strings = frozenset(present) if present and all(type(c) is str for c in present) else None
+    strings = constant_strings(constants)
 
     def evaluate(value: Any) -> bool:
         if strings is not None and value.__class__ is str:

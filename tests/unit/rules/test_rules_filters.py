@@ -360,3 +360,69 @@ class TestBooleanFilters:
         assert truth(f"{T} OR {F} AND {F}") == "T"
         assert truth(f"NOT {F} AND {F}") == "F"
         assert truth(f"NOT ({F} AND {F})") == "T"
+
+
+class TestInlineFastPaths:
+    """The shapes compiled inline for the usual types agree with the general helpers on every type."""
+
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            (31.0, "T"),
+            (30.0, "F"),
+            (29.5, "F"),
+            (float("nan"), "F"),
+            (31, "T"),
+            (True, "InvalidCastException"),
+        ],
+    )
+    def test_number_compared_with_an_integer_constant(self, value, expected):
+        assert truth("amount > 30", message(amount=value)) == expected
+
+    def test_double_against_an_integer_constant_beyond_exact_doubles(self):
+        big = 2**53 + 1  # as a Double this is 2**53: C# compares the converted values
+        assert truth(f"amount = {big}", message(amount=float(2**53))) == "T"
+        assert truth(f"amount >= {big}", message(amount=float(2**53))) == "T"
+        assert truth("amount = 9007199254740992", message(amount=float(2**53))) == "T"
+
+    def test_not_a_number_is_unequal(self):
+        assert truth("amount <> 30", message(amount=float("nan"))) == "T"
+        assert truth("amount = 30", message(amount=float("nan"))) == "F"
+
+    @pytest.mark.parametrize(
+        ("value", "like", "not_like"),
+        [("order1-x", "T", "F"), ("other", "F", "T"), (None, "U", "U"), (5, "InvalidCastException", None)],
+    )
+    def test_like_with_a_constant_pattern(self, value, like, not_like):
+        assert truth("sys.Label LIKE 'order1%'", message({"Label": value})) == like
+        if not_like is not None:
+            assert truth("sys.Label NOT LIKE 'order1%'", message({"Label": value})) == not_like
+
+    @pytest.mark.parametrize(
+        ("value", "in_", "not_in"),
+        [
+            ("c2", "T", "F"),
+            ("c9", "F", "T"),
+            (None, "U", "U"),
+            (2, "InvalidCastException", "InvalidCastException"),
+        ],
+    )
+    def test_in_a_list_of_strings(self, value, in_, not_in):
+        assert truth("customer IN ('c1', 'c2', NULL)", message(customer=value)) == in_
+        assert truth("customer NOT IN ('c1', 'c2', NULL)", message(customer=value)) == not_in
+
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            (15.5, "T"),
+            (14.5, "F"),
+            (15, "T"),
+            (2**62, "OverflowException"),
+            ("x", "InvalidCastException"),
+        ],
+    )
+    def test_arithmetic_with_a_constant(self, value, expected):
+        assert (
+            truth("amount * 2 >= 30 AND amount + 1 > 0 AND amount - 1.5 < 1e300", message(amount=value))
+            == expected
+        )
