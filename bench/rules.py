@@ -5,9 +5,10 @@ Two modes:
   (a filter that fails counts as a dead-letter decision, as the broker would make one).
 * `--engine`: a real in-memory engine Namespace whose topic has one subscription per filter. A message
   is routed when `send` returned: every subscription's rules evaluated and every copy placed in its
-  subscription. The Message objects are built before the clock starts (decoding a transfer is the
-  adapter's work); after each round the copies are counted from the subscriptions' runtime properties,
-  so the copies/s figure is what really landed.
+  subscription, and the availability callback told (as the AMQP adapter registers one: it collects
+  the paths that gained messages). The Message objects are built before the clock starts (decoding a
+  transfer is the adapter's work); after each round the copies are counted from the subscriptions'
+  runtime properties, so the copies/s figure is what really landed.
 
 Both print messages/s by wall clock and per CPU-second (the machine is shared), copies (matches) per
 second and the matches per message, so the number says how much fan-out it carried.
@@ -102,6 +103,8 @@ def engine_round(texts: Sequence[str], messages: Sequence[MessageProperties]) ->
     )
 
     namespace = Namespace(clock=FakeClock())
+    ready_paths: set[str] = set()
+    namespace.on_available(ready_paths.add)
     namespace.create_topic(TopicProperties(TOPIC))
     for number, text in enumerate(texts):
         rule = RuleProperties("filter", SqlFilter(text))
@@ -125,6 +128,8 @@ def engine_round(texts: Sequence[str], messages: Sequence[MessageProperties]) ->
     for number in range(len(texts)):
         runtime = namespace.get_subscription_runtime_properties(TOPIC, f"s{number}")
         copies += runtime.active_message_count + runtime.dead_letter_message_count
+        if runtime.active_message_count and f"{TOPIC}/Subscriptions/s{number}" not in ready_paths:
+            raise AssertionError(f"subscription s{number} got messages but no availability callback")
     return Round(seconds, cpu_seconds, copies)
 
 
