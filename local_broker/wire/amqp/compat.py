@@ -17,13 +17,14 @@ from proton import Condition, Delivery, Link, ProtonException, Terminus, symbol
 from proton.handlers import IOHandler
 
 TRACKING_ID = symbol("com.microsoft:tracking-id")
+_LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
 DOTNET_EPOCH_TICKS = 621_355_968_000_000_000
 
 
 def delivery_tag(delivery: Delivery) -> bytes:
     """The raw delivery tag (SDK senders use 4-byte counters that are not valid UTF-8)."""
-    tag = cproton_ffi.lib.pn_delivery_tag(delivery._impl)
-    return bytes(cproton_ffi.ffi.unpack(tag.start, tag.size))
+    tag = _LIB.pn_delivery_tag(delivery._impl)
+    return bytes(_FFI.unpack(tag.start, tag.size))
 
 
 def error(condition: str, description: str) -> Condition:
@@ -69,14 +70,23 @@ def dotnet_ticks(epoch_seconds: float) -> int:
     return int(epoch_seconds * 10_000_000) + DOTNET_EPOCH_TICKS
 
 
-def send_raw(link: Link, tag: bytes, payload: bytes, settled: bool) -> Delivery:
-    """Transfer already-encoded bytes; proton splits them into frames of the peer's max-frame-size."""
-    delivery = link.delivery(tag)
-    link.send(payload)
-    link.advance()
+def send_raw(link: Link, tag: bytes, payload: bytes, settled: bool) -> None:
+    """Transfer already-encoded bytes; proton splits them into frames of the peer's max-frame-size.
+
+    Straight through proton's C API: the Python `Delivery` wrapper proton would build per message is
+    not needed (events about the delivery wrap it when they come)."""
+    impl = link._impl
+    delivery = _LIB.pn_delivery(impl, (len(tag), _FFI.from_buffer(tag)))
+    _LIB.pn_link_send(impl, _FFI.from_buffer(payload), len(payload))
+    _LIB.pn_link_advance(impl)
     if settled:
-        delivery.settle()
-    return delivery
+        _LIB.pn_delivery_settle(delivery)
+
+
+def accept(delivery: Delivery) -> None:
+    """Settle a client's transfer as accepted (C API: no disposition object to sync for `accepted`)."""
+    _LIB.pn_delivery_update(delivery._impl, _LIB.PN_ACCEPTED)
+    _LIB.pn_delivery_settle(delivery._impl)
 
 
 def echo_outcome(delivery: Delivery) -> None:

@@ -432,7 +432,7 @@ class NamespaceEndpoint(Handler):
         if delivery.settled:
             delivery.settle()
         else:
-            self.respond(lambda: _accept(delivery))
+            self.respond(lambda: compat.accept(delivery))
 
     def _log_refusal(self, event: str, state: LinkState, exc: BrokerError) -> None:
         log_event(log, logging.INFO, event, namespace=self.name, peer=state.connection.peer,
@@ -524,11 +524,6 @@ class NamespaceEndpoint(Handler):
             delivery.settle()
         else:
             self.respond(lambda: compat.echo_outcome(delivery))
-
-
-def _accept(delivery: Delivery) -> None:
-    delivery.update(Delivery.ACCEPTED)
-    delivery.settle()
 
 
 def _reply_link(connection: Connection, address: str, node: Node) -> Link | None:
