@@ -79,6 +79,17 @@ def key_columns(settings: Settings) -> list[str]:
     return [*keys, "partition_key"] if settings.use_partition_key else keys
 
 
+# (output name, aggregate, input column) per side; each aggregate only sees its own group's records.
+_SOURCE_AGGS = (("p_ts", F.min, "ts"), ("p_seq", F.min, "seq"), ("p_ttl", F.min, "ttl"))
+_TARGET_AGGS = (("s_first", F.min, "_arrival"), ("s_last", F.max, "_arrival"), ("s_stamp", F.min, "stamp_ts"),
+                ("s_src_seq", F.min, "stamp_seq"), ("s_seq", F.min, "seq"))
+
+
+def _side(mine: Column, group_name: str, count_name: str, specs: tuple) -> list[Column]:
+    return [F.count_if(mine).alias(f"{count_name}__{group_name}"),
+            *[agg(F.when(mine, F.col(column))).alias(f"{name}__{group_name}") for name, agg, column in specs]]
+
+
 def with_roles(logs: DataFrame, settings: Settings) -> DataFrame:
     """The records with the expected group (`_exp`), target (`_tgt`) and arrival time each one feeds."""
     r = roles(settings)
@@ -94,24 +105,11 @@ def group(rows: DataFrame, settings: Settings) -> DataFrame:
         rows = rows.drop("partition_key")
     aggs = []
     for g in sorted({s for c in r.comparisons for s in c.sources}):
-        mine = F.col("_exp") == g
-        aggs += [
-            F.count_if(mine).alias(f"p_cnt__{g}"),
-            F.min(F.when(mine, F.col("ts"))).alias(f"p_ts__{g}"),
-            F.min(F.when(mine, F.col("seq"))).alias(f"p_seq__{g}"),
-            F.min(F.when(mine, F.col("ttl"))).alias(f"p_ttl__{g}"),
-        ]
+        aggs += _side(F.col("_exp") == g, g, "p_cnt", _SOURCE_AGGS)
     for c in r.comparisons:
         t = c.target
         mine = F.col("_tgt") == t
-        aggs += [
-            F.count_if(mine).alias(f"s_cnt__{t}"),
-            F.min(F.when(mine, F.col("_arrival"))).alias(f"s_first__{t}"),
-            F.max(F.when(mine, F.col("_arrival"))).alias(f"s_last__{t}"),
-            F.min(F.when(mine, F.col("stamp_ts"))).alias(f"s_stamp__{t}"),
-            F.min(F.when(mine, F.col("stamp_seq"))).alias(f"s_src_seq__{t}"),
-            F.min(F.when(mine, F.col("seq"))).alias(f"s_seq__{t}"),
-        ]
+        aggs += _side(mine, t, "s_cnt", _TARGET_AGGS)
         if settings.mode == "mirror":
             aggs.append(F.count_if(mine & F.col("_orphan_capable")).alias(f"s_rel__{t}"))
         if settings.mode == "exactly-once":
