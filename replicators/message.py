@@ -144,16 +144,7 @@ class SourceMessage(MessageContent):
         body = getattr(message, "amqp_body", None) or AmqpBody.data(message.get_body())
         return cls(
             body=body,
-            message_id=message.message_id,
-            session_id=message.session_id,
-            partition_key=message.partition_key,
-            correlation_id=message.correlation_id,
-            subject=message.subject,
-            to=message.to,
-            reply_to=message.reply_to,
-            reply_to_session_id=message.reply_to_session_id,
-            content_type=message.content_type,
-            time_to_live=message.time_to_live,
+            **{name: getattr(message, name) for name in CONTENT_FIELDS},
             application_properties=decode_application_properties(message.application_properties),
             namespace=namespace,
             entity=entity,
@@ -193,17 +184,9 @@ class Replica(MessageContent):
         )
 
 
-CONTENT_FIELDS = (
-    "message_id",
-    "session_id",
-    "partition_key",
-    "correlation_id",
-    "subject",
-    "to",
-    "reply_to",
-    "reply_to_session_id",
-    "content_type",
-    "time_to_live",
+# the MessageContent fields that are plain message properties (named alike on SDK and Functions messages)
+CONTENT_FIELDS = tuple(
+    f.name for f in dataclasses.fields(MessageContent) if f.name not in ("body", "application_properties")
 )
 
 
