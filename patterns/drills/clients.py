@@ -18,8 +18,6 @@ from azure.servicebus import ServiceBusMessage
 from patterns.failover import FailoverProducer, NamespacesUnavailableError
 from patterns.regions import Region, is_outage, message_record, settle
 from replicators.audit import AuditSink
-from replicators.message import decode_application_properties
-from replicators.stamps import origin_enqueued_time
 
 log = logging.getLogger(__name__)
 RECONNECT_DELAY_SECONDS = 0.5
@@ -32,13 +30,16 @@ class PoisonMessage(Exception):
 
 @dataclass(frozen=True)
 class Delivery:
-    """One message as a receiver got it: which namespace, when, and when it was first enqueued anywhere."""
+    """One message as a receiver got it: from which namespace, enqueued there when, locked until when."""
 
     message_id: str
     namespace: str
-    received: dt.datetime
     enqueued: dt.datetime  # EnqueuedTimeUtc in `namespace`
-    origin_enqueued: dt.datetime  # the first hop's, from `repl-enqueued-time` (its own for an original)
+    locked_until: dt.datetime  # set by the broker when it delivered the message: that time + lock duration
+
+    def delivered(self, lock_duration: dt.timedelta) -> dt.datetime:
+        """When the broker handed the message over (its clock, like `enqueued`)."""
+        return self.locked_until - lock_duration
 
 
 @dataclass
@@ -47,18 +48,8 @@ class DeliveryLog:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, namespace: str, messages: Iterable[Any]) -> None:
-        now = dt.datetime.now(dt.UTC)
-        entries = [
-            Delivery(
-                str(m.message_id),
-                namespace,
-                now,
-                m.enqueued_time_utc,
-                origin_enqueued_time(decode_application_properties(m.application_properties))
-                or m.enqueued_time_utc,
-            )
-            for m in messages
-        ]
+        entries = [Delivery(str(m.message_id), namespace, m.enqueued_time_utc, m.locked_until_utc)
+                   for m in messages]
         with self._lock:
             self.deliveries.extend(entries)
 
