@@ -38,34 +38,35 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     exactly_once = settings.mode == "exactly-once"
 
     rows = classify.with_roles(logs, settings)
-    found = metrics.inventory(rows, [c.target for c in comparisons], spark)
-    phases.done("inventory")
+    # The one shuffle: every record grouped by message key, then one row per comparison and key, cached.
+    keyed = (classify.per_comparison(classify.group(rows, settings), settings)
+             .persist(StorageLevel.MEMORY_AND_DISK))
+    marks = metrics.watermarks(keyed, [c.target for c in comparisons], spark)
+    phases.done("group")
 
-    grouped = classify.group(rows, settings)
-    classified = (classify.classify(classify.per_comparison(grouped, settings), found.frame, settings)
-                  .persist(StorageLevel.MEMORY_AND_DISK))
+    classified = classify.classify(keyed, marks.frame, settings)
     cube = metrics.cube(classified).persist(StorageLevel.MEMORY_AND_DISK)
     counts = metrics.counts(cube)
-    phases.done("group_classify")
+    phases.done("classify")
 
     lag = metrics.percentiles(cube)
     histogram = metrics.lag_histogram(cube)
+    cube.unpersist()
     phases.done("lag")
 
     ordering = metrics.ordering(classified)
-    gaps = metrics.source_gaps(classified, comparisons[0].target) if settings.mode == "replica" else []
+    gaps = metrics.source_gaps(keyed, comparisons[0].target) if settings.mode == "replica" else []
     phases.done("ordering")
 
-    paths = outputs.write_details(classified, settings.out, exactly_once)
-    samples = outputs.samples(classified, settings.list_limit, exactly_once)
-    classified.unpersist()
-    cube.unpersist()
+    details = outputs.write_details(classified, settings.out, exactly_once)
+    keyed.unpersist()
+    samples = outputs.samples(spark, details, settings.list_limit, exactly_once)
     phases.done("details")
 
     data = summary.Collected(counts=counts, lag=lag, histogram=histogram, ordering=ordering, source_gaps=gaps,
-                             watermarks=found.watermarks, malformed=found.malformed, records=found.records,
-                             samples=samples)
-    paths |= {"summary": f"{settings.out}/summary.json", "report": f"{settings.out}/report.html"}
+                             watermarks=marks.found, malformed=marks.malformed, samples=samples)
+    paths = {"details": details, "summary": f"{settings.out}/summary.json",
+             "report": f"{settings.out}/report.html"}
     engine = {"name": "pyspark", "version": spark.version, "master": spark.sparkContext.master,
               "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
               "session_time_zone": spark.conf.get("spark.sql.session.timeZone")}

@@ -8,26 +8,32 @@ from functools import reduce
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-DETAIL_COLUMNS = ["target", "entity", "message_id", "partition_key", "p_time", "p_seq", "partition", "ttl_s",
-                  "s_first", "lag_ms", "p_copies", "s_copies", "status"]
-DUPLICATE_COLUMNS = ["target", "entity", "message_id", "partition_key", "status", "p_copies", "s_copies",
-                     "dup_extra", "source_dup_extra", "p_time", "s_first", "s_last", "spread_ms"]
+DETAIL_COLUMNS = ["target", "entity", "message_id", "partition_key", "status", "p_time", "p_seq", "partition",
+                  "ttl_s", "s_first", "s_last", "lag_ms", "spread_ms", "p_copies", "s_copies", "dup_extra",
+                  "source_dup_extra"]
+KINDS = ("missing", "late", "pending", "expired", "orphan", "duplicate")
 
 
-def write_details(classified: DataFrame, out: str, with_processors: bool) -> dict[str, str]:
-    """`details/status=<status>` for every message that is not plainly ok, and `duplicates/`."""
-    paths = {"details": f"{out}/details", "duplicates": f"{out}/duplicates"}
-    partition = F.shiftright(F.col("p_seq"), 48).alias("partition")
-    (classified.where(F.col("status") != "ok").withColumn("partition", partition).select(*DETAIL_COLUMNS)
-     .write.mode("overwrite").partitionBy("status").parquet(paths["details"]))
-    dup_columns = DUPLICATE_COLUMNS + (["processors"] if with_processors else [])
-    (classified.where((F.col("dup_extra") > 0) | (F.col("source_dup_extra") > 0)).select(*dup_columns)
-     .write.mode("overwrite").parquet(paths["duplicates"]))
-    return paths
+def write_details(classified: DataFrame, out: str, with_processors: bool) -> str:
+    """`details/kind=<missing|late|pending|expired|orphan|duplicate>/`: every message that is not plainly ok,
+    in one write (a duplicated message that is also late is listed under both)."""
+    path = f"{out}/details"
+    duplicated = (F.col("dup_extra") > 0) | (F.col("source_dup_extra") > 0)
+    kinds = F.array_compact(F.array(F.when(F.col("status") != "ok", F.col("status")),
+                                    F.when(duplicated, F.lit("duplicate"))))
+    columns = DETAIL_COLUMNS + (["processors"] if with_processors else [])
+    (classified.where((F.col("status") != "ok") | duplicated)
+     .withColumn("partition", F.shiftright(F.col("p_seq"), 48))
+     .select(F.explode(kinds).alias("kind"), *columns)
+     .write.mode("overwrite").partitionBy("kind").parquet(path))
+    return path
 
 
-def samples(classified: DataFrame, limit: int, with_processors: bool) -> dict[str, list[dict]]:
-    """The first rows of each list for the HTML report; times as epoch micros (never naive datetimes)."""
+def samples(spark: SparkSession, details: str, limit: int, with_processors: bool) -> dict[str, list[dict]]:
+    """The first rows of each list for the report, read back from the (small) detail tables; times as
+    epoch micros, never naive datetimes."""
+    rows = spark.read.parquet(details)
+
     def micros(name: str) -> F.Column:
         return F.unix_micros(F.col(name)).alias(name)
 
@@ -35,12 +41,15 @@ def samples(classified: DataFrame, limit: int, with_processors: bool) -> dict[st
     dups = [*base, "s_copies", "p_copies", "dup_extra", "source_dup_extra", "spread_ms"]
     if with_processors:
         dups.append("processors")
+
+    def kind(name: str) -> DataFrame:
+        return rows.where(F.col("kind") == name)
+
     lists = {
-        "missing": classified.where(F.col("status") == "missing").orderBy("p_time").select(*base),
-        "late": classified.where(F.col("status") == "late").orderBy(F.col("lag_ms").desc()).select(*base),
-        "orphan": classified.where(F.col("status") == "orphan").orderBy("s_first").select(*base),
-        "duplicates": classified.where((F.col("dup_extra") > 0) | (F.col("source_dup_extra") > 0))
-        .orderBy(F.col("dup_extra").desc(), "p_time").select(*dups),
+        "missing": kind("missing").orderBy("p_time").select(*base),
+        "late": kind("late").orderBy(F.col("lag_ms").desc()).select(*base),
+        "orphan": kind("orphan").orderBy("s_first").select(*base),
+        "duplicates": kind("duplicate").orderBy(F.col("dup_extra").desc(), "p_time").select(*dups),
     }
     # One job for all lists; each keeps its own order (rank within the list).
     as_json = F.to_json(F.struct("*"), {"ignoreNullFields": "false"}).alias("row")

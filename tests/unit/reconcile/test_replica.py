@@ -35,7 +35,8 @@ def result(spark, planted):
 
 
 def statuses(spark, out) -> dict[tuple[str, str], str]:
-    rows = spark.read.parquet(str(out / "details")).select("entity", "message_id", "status").collect()
+    rows = (spark.read.parquet(str(out / "details")).where("kind <> 'duplicate'")
+            .select("entity", "message_id", "status").collect())
     return {(r.entity, r.message_id): r.status for r in rows}
 
 
@@ -55,7 +56,7 @@ def test_every_planted_problem_is_classified_exactly(spark, planted, result):
 def test_duplicates_carry_their_count(spark, planted, result):
     _, _, _, truth = planted
     summary, out = result
-    rows = spark.read.parquet(str(out / "duplicates")).collect()
+    rows = spark.read.parquet(str(out / "details" / "kind=duplicate")).collect()
     assert {(r.entity, r.message_id): r.dup_extra for r in rows} == truth.dup_extra
     assert all(r.s_copies == r.dup_extra + 1 and r.spread_ms == 30_000 * r.dup_extra for r in rows)
     totals = summary["comparisons"][0]["totals"]
