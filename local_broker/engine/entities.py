@@ -192,6 +192,7 @@ class SubQueue:
         "kind",
         "locked",
         "messages",
+        "path",
         "ready",
         "session_locks",
         "sessions",
@@ -203,6 +204,7 @@ class SubQueue:
         self.entity = entity
         self.kind = kind
         self.total = total  # the queue or topic whose size (checked against its quota) includes this one
+        self.path = entity.path + SUFFIXES[kind]  # canonical; names never change after creation
         self.messages: dict[int, Message] = {}
         self.ready = ReadyQueue(self)
         self.locked: dict[int, Message] = {}  # lock token's int -> message
@@ -212,10 +214,6 @@ class SubQueue:
         self.session_locks: dict[str, SessionLock] = {}
         self.available_sessions: dict[str, None] = {}  # unlocked sessions that may hold ready messages
         self.browse = BrowseIndex(self)
-
-    @property
-    def path(self) -> str:
-        return self.entity.path + SUFFIXES[self.kind]
 
     def resize(self, delta: int) -> None:
         """Bytes held here changed (messages, session states); the quota total follows."""
