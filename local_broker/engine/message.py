@@ -11,6 +11,7 @@ import math
 import uuid
 from datetime import datetime, timedelta
 from enum import IntEnum
+from operator import attrgetter
 from typing import Any
 
 from local_broker.engine.clock import to_datetime, to_epoch
@@ -51,6 +52,10 @@ _INT_FIELDS: dict[str, str] = {
     "EnqueuedSequenceNumber": "enqueued_sequence_number",
     "DeliveryCount": "delivery_count",
     "Size": "size",
+}
+# System property name -> reader of the attribute holding it as is (filters read these per message).
+_PLAIN_READERS: dict[str, Any] = {
+    name: attrgetter(attr) for name, attr in (_STRING_FIELDS | _INT_FIELDS).items()
 }
 
 
@@ -222,9 +227,9 @@ class Message:
     # --- the rule language's view (local_broker.rules RuleTarget protocol) -------------------------
 
     def get_system_property(self, name: str) -> Any:
-        attr = _STRING_FIELDS.get(name) or _INT_FIELDS.get(name)
-        if attr is not None:
-            return getattr(self, attr)
+        read = _PLAIN_READERS.get(name)
+        if read is not None:
+            return read(self)
         if name == "TimeToLive":
             return None if self.time_to_live is None else timedelta(seconds=self.time_to_live)
         if name == "ScheduledEnqueueTimeUtc":
