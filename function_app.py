@@ -5,6 +5,7 @@ each task's `connection` names an app setting, exactly like a binding's `connect
 Locally: `sbfed functions run`; in Azure: `func azure functionapp publish <app>` (docs/replication.md).
 """
 
+import atexit
 import os
 from pathlib import Path
 
@@ -16,4 +17,5 @@ from replicators.tasks import load_deployment
 TOPOLOGY = os.environ.get("SBFED_TOPOLOGY") or str(Path(__file__).with_name("topology.yaml"))
 
 runtime = TaskRuntime(load_deployment(TOPOLOGY), os.environ)
+atexit.register(runtime.close)
 app = register_tasks(func.FunctionApp(), runtime)

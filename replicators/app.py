@@ -67,8 +67,12 @@ class TaskRuntime:
         return AuditTap(sink)
 
     def close(self) -> None:
+        """Close the senders' links and the sinks (at exit, or when a host that loaded the app stops)."""
         self.senders.close()
-        for sink in self._sinks:
+        with self._lock:
+            sinks, self._sinks = self._sinks, []
+            self._workers.clear()
+        for sink in sinks:
             sink.close()
 
 

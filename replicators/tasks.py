@@ -60,11 +60,6 @@ class Endpoint:
         """The logical entity (queue or topic name), the same across regions."""
         return self.queue or self.topic or ""
 
-    @property
-    def description(self) -> str:
-        path = f"{self.topic}/Subscriptions/{self.subscription}" if self.subscription else self.entity
-        return f"{self.connection}:{path}{DEAD_LETTER_SUFFIX if self.dead_letter else ''}"
-
 
 @dataclass(frozen=True)
 class TaskOptions:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -145,6 +146,7 @@ def functions_host(
         yield host
     finally:
         host.shutdown()
+        sys.modules["function_app"].runtime.close()  # while the brokers still answer
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -58,10 +58,9 @@ def test_tasks_are_read_with_entity_facts_and_options():
     spill = deployment.task("orders-spillover")
     assert spill.source.dead_letter and spill.source.facts.requires_session
     assert spill.source.facts.max_delivery_count == 3
-    assert spill.source.description == "PRIMARY:orders/$deadletterqueue"
     audit = deployment.task("audit-primary")
     assert audit.target is None and deployment.audit_sink == "./audit"
-    assert audit.source.description == "PRIMARY:events/Subscriptions/audit"
+    assert (audit.source.topic, audit.source.subscription) == ("events", "audit")
 
 
 def test_unknown_connection_keeps_the_setting_name_as_namespace():
