@@ -96,7 +96,7 @@ class MessageContent:
 
     def content(self) -> dict[str, Any]:
         """The `MessageContent` fields of this object, for building a new view of the same content."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(MessageContent)}
+        return {name: getattr(self, name) for name in _CONTENT_NAMES}
 
 
 @dataclass(kw_only=True)
@@ -176,7 +176,7 @@ class Replica(MessageContent):
             "content_type": self.content_type,
         }
         return AmqpAnnotatedMessage(
-            header={"time_to_live": ttl_ms, "durable": True} if ttl_ms is not None else {"durable": True},
+            header={"time_to_live": ttl_ms} if ttl_ms is not None else None,
             properties={k: v for k, v in properties.items() if v is not None},
             application_properties=dict(self.application_properties) or None,
             annotations={PARTITION_KEY_ANNOTATION: self.partition_key} if self.partition_key else None,
@@ -184,10 +184,9 @@ class Replica(MessageContent):
         )
 
 
+_CONTENT_NAMES = tuple(f.name for f in dataclasses.fields(MessageContent))
 # the MessageContent fields that are plain message properties (named alike on SDK and Functions messages)
-CONTENT_FIELDS = tuple(
-    f.name for f in dataclasses.fields(MessageContent) if f.name not in ("body", "application_properties")
-)
+CONTENT_FIELDS = tuple(name for name in _CONTENT_NAMES if name not in ("body", "application_properties"))
 
 
 def system_properties(message: ServiceBusReceivedMessage) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import uuid
 
 from azure.servicebus import ServiceBusMessage, ServiceBusReceivedMessage
 from azure.servicebus._pyamqp._encode import encode_payload
+from azure.servicebus._pyamqp.message import Header
 from azure.servicebus._pyamqp.utils import amqp_long_value, amqp_timestamp_value
 from azure.servicebus._transport._pyamqp_transport import PyamqpTransport
 from azure.servicebus.amqp import AmqpAnnotatedMessage
@@ -35,7 +36,8 @@ def received(
             **(extra_annotations or {}),
         }
     )
-    header = outgoing.header._replace(delivery_count=delivery_count) if outgoing.header else None
+    # a broker always sends the header with the delivery count (sections 4.4 of servicebus-wire.md)
+    header = (outgoing.header or Header())._replace(delivery_count=delivery_count)
     wire = outgoing._replace(message_annotations=annotations, header=header)
     return ServiceBusReceivedMessage.from_bytes(bytes(encode_payload(bytearray(), wire)))
 
