@@ -34,8 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     store.add_argument("--data", help="data directory: one SQLite file per namespace and the TLS certificate")
     store.add_argument("--in-memory", action="store_true", help="keep everything in memory (throwaway runs)")
     serve.add_argument("--sync", choices=("full", "normal"), default="full",
-                       help="durability of --data: full survives power loss (default), "
-                            "normal survives a killed process")
+                       help="durability of --data: full (default) syncs acknowledged sends and changes to "
+                            "disk (they survive power loss); normal survives a killed broker process")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--print-json", action="store_true", help="print each namespace as a JSON line")
     serve.add_argument("--ready-file", help="write the namespaces as JSON to this file once ready")
