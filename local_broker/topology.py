@@ -157,6 +157,8 @@ def _convert(f: dataclasses.Field, value: Any, where: str) -> Any:
 
 def _rule(name: str, body: dict, where: str) -> RuleProperties:
     spec = body.get("filter") or {"true": {}}
+    # YAML reads a bare `{true: {}}` key as a boolean; the file means the filter kind.
+    spec = {({True: "true", False: "false"}[k] if isinstance(k, bool) else k): v for k, v in spec.items()}
     kinds = [k for k in ("sql", "correlation", "true", "false") if k in spec]
     if len(kinds) != 1:
         raise TopologyError(f"{where}: filter needs exactly one of sql, correlation, true, false")

@@ -123,3 +123,12 @@ def test_entities_are_created_and_reapplying_updates_them() -> None:
     spec.queues[0].max_delivery_count = 9
     apply_entities(namespace, spec)  # a durable store already has the entities: they are updated
     assert namespace.get_queue("orders").max_delivery_count == 9
+
+
+def test_bare_yaml_true_filter_key_means_the_true_filter(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("namespaces:\n  a:\n    topics:\n      t:\n        subscriptions:\n          s:\n"
+                    "            rules:\n              all: {filter: {true: {}}}\n")
+    spec = load(str(path))[0]
+    rule = spec.topics[0].subscriptions[0].rules[0]
+    assert type(rule.filter).__name__ == "TrueFilter"
