@@ -87,9 +87,11 @@ def _ids(ids: Iterable[str]) -> list[str]:
 
 def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, records: list[Record]) -> dict:
     primary, secondary = scenario.drill.names
+    run = f"-{scenario.drill.run_id}-"  # a reused broker may still hold messages of earlier drills
     by_event: dict[str, list[Record]] = defaultdict(list)
     for record in records:
-        by_event[record["event"]].append(record)
+        if run in record["message_id"]:
+            by_event[record["event"]].append(record)
     sent = {r["message_id"]: r for r in by_event["sent"]}
     processed = [r for r in by_event["processed"] if not r.get("processor", "").endswith(AUX_SUFFIX)]
     aux = [r for r in by_event["processed"] if r.get("processor", "").endswith(AUX_SUFFIX)]
@@ -255,6 +257,8 @@ def _check_spillover(
         details.update(
             stopped_consumer_messages=len(stranded),
             handled_by_other_region=len(took_over),
+            handled_by_other_region_age_max_s=round(
+                max((ages[m] for m in took_over), default=dt.timedelta()).total_seconds(), 3),
             handled_after_deadline=sorted(late),
         )
         if stranded - took_over:
@@ -318,9 +322,12 @@ def format_summary(summary: dict) -> str:
         )
     if "spilled" in d:
         lines.append(
-            f"  spilled {d['spilled']} (oldest handled at {d['spilled_age_max_s']} s of a "
-            f"{d['deadline_s']:.0f} s deadline), double spills in the aux queues {d['double_spills']}"
-        )
+            f"  primary consumer stopped: {d.get('handled_by_other_region', 0)} of its "
+            f"{d.get('stopped_consumer_messages', 0)} messages handled by the other region, the oldest "
+            f"{d.get('handled_by_other_region_age_max_s', 0)} s after it was sent "
+            f"(deadline {d['deadline_s']:.0f} s)")
+        lines.append(f"  spilled {d['spilled']} in all (oldest handled at {d['spilled_age_max_s']} s), "
+                     f"double spills in the aux queues {d['double_spills']}")
     if "bounced" in d:
         reached = ", ".join(f"{k.removeprefix('enqueued_in_')} {v}" for k, v in d.items()
                             if k.startswith("enqueued_in_"))
