@@ -17,12 +17,10 @@ from typing import Any
 
 import yaml
 from azure.servicebus import (
-    NEXT_AVAILABLE_SESSION,
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceivedMessage,
 )
-from azure.servicebus.exceptions import OperationTimeoutError
 
 from local_broker.server import BrokerServer
 from replicators.host.host import FunctionsHost
@@ -214,27 +212,29 @@ def send_all(
 
 
 def drain_queue_sessions(
-    connection_string: str, queue: str, expected: int, timeout: float, workers: int = 4
+    connection_string: str, queue: str, expected: Mapping[str, int], timeout: float, workers: int = 4
 ) -> list[ServiceBusReceivedMessage]:
-    """Every message of a session queue, taken session by session by a few receivers side by side (opening
-    and closing a session link takes a while); each session's messages stay in their order."""
+    """Every message of a session queue, `expected` per session id, each session taken by name (so no
+    receiver waits for "the next available session") by a few receivers side by side."""
     received: list[ServiceBusReceivedMessage] = []
+    pending = list(expected)
     deadline = time.monotonic() + timeout
+    lock = threading.Lock()
 
     def take_sessions(client: ServiceBusClient) -> None:
-        while len(received) < expected and time.monotonic() < deadline:
-            try:
-                with client.get_queue_receiver(
-                    queue, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
-                ) as rx:
-                    session: list[ServiceBusReceivedMessage] = []
-                    while batch := rx.receive_messages(max_message_count=200, max_wait_time=0.3):
-                        for message in batch:
-                            rx.complete_message(message)
-                        session.extend(batch)
-                    received.extend(session)
-            except OperationTimeoutError:
-                continue
+        while time.monotonic() < deadline:
+            with lock:
+                if not pending:
+                    return
+                session_id = pending.pop()
+            taken: list[ServiceBusReceivedMessage] = []
+            with client.get_queue_receiver(queue, session_id=session_id) as rx:
+                while len(taken) < expected[session_id] and time.monotonic() < deadline:
+                    for message in rx.receive_messages(max_message_count=200, max_wait_time=0.5):
+                        rx.complete_message(message)
+                        taken.append(message)
+            with lock:
+                received.extend(taken)
 
     with ServiceBusClient.from_connection_string(connection_string) as client:
         threads = [threading.Thread(target=take_sessions, args=(client,)) for _ in range(workers)]

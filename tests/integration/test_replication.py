@@ -46,7 +46,8 @@ def test_every_property_replicated_sessions_in_order_and_audited(tmp_path, count
         send_all(settings["PRIMARY"], "events", [m for m, _ in keyed_sent])
         with functions_host(settings):
             timeout = 60 + count / 50
-            session_replicas = drain_queue_sessions(settings["SECONDARY"], "sessions", half, timeout)
+            per_session = collections.Counter(s.fields["session_id"] for _, s in session_sent)
+            session_replicas = drain_queue_sessions(settings["SECONDARY"], "sessions", per_session, timeout)
             keyed_replicas = drain_subscription(settings["SECONDARY"], "events", "check", half, timeout)
     assert len(session_replicas) == half and len(keyed_replicas) == half
     assert {r.message_id for r in session_replicas + keyed_replicas} == set(sent)
