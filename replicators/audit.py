@@ -91,7 +91,7 @@ class BlobSink:
     """Append blobs under `https://<account>.blob.core.windows.net/<container>[/<prefix>]`, authenticated with
     the Functions app's identity (DefaultAzureCredential; Storage Blob Data Contributor on the container)."""
 
-    def __init__(self, url: str, writer: str, credential: Any = None) -> None:
+    def __init__(self, url: str, writer: str, credential: Any = None, **client_kwargs: Any) -> None:
         from azure.identity import DefaultAzureCredential
         from azure.storage.blob import ContainerClient
 
@@ -102,7 +102,10 @@ class BlobSink:
                 f"audit sink '{url}' names no container: use https://<account>.blob.core.windows.net/<c>"
             )
         self._container = ContainerClient(
-            f"{parsed.scheme}://{parsed.netloc}", container, credential=credential or DefaultAzureCredential()
+            f"{parsed.scheme}://{parsed.netloc}",
+            container,
+            credential=credential or DefaultAzureCredential(),
+            **client_kwargs,
         )
         self._prefix = prefix.strip("/")
         self.file_name = f"{writer}-{uuid.uuid4().hex}.jsonl"

@@ -5,11 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
+import pytest
+from azure.core.credentials import AzureNamedKeyCredential
+from azure.core.pipeline.transport import HttpResponse, HttpTransport
 from azure.servicebus import ServiceBusMessage
 from sb_wire import received, roundtrip
 
-from replicators.audit import AuditTap, DirectorySink, audit_record, partition_path
+from replicators.audit import AuditTap, BlobSink, DirectorySink, audit_record, partition_path
 from replicators.copy import copy_message
 from replicators.message import SourceMessage
 
@@ -83,3 +87,67 @@ def test_directory_sink_appends_one_file_per_writer_and_partition(tmp_path: Path
     assert [json.loads(line)["message_id"] for line in lines] == ["a", "c"]
     second_writer = DirectorySink(tmp_path, writer="audit-primary")
     assert second_writer.file_name != sink.file_name
+
+
+class RecordingTransport(HttpTransport):
+    """Azure Storage's HTTP boundary, recorded: no storage account is reachable from the tests."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict, bytes]] = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def send(self, request, **kwargs):
+        self.requests.append((request.method, request.url, dict(request.headers), request.data or b""))
+        return _Created(request)
+
+
+class _Created(HttpResponse):
+    def __init__(self, request) -> None:
+        super().__init__(request, None)
+        self.status_code, self.reason, self.content_type = 201, "Created", None
+        self.headers = {"x-ms-request-id": "1", "Date": "Sun, 22 Nov 2026 12:00:00 GMT"}
+
+    def body(self) -> bytes:
+        return b""
+
+
+def test_blob_sink_creates_one_append_blob_per_partition_and_appends_each_batch():
+    transport = RecordingTransport()
+    sink = BlobSink(
+        "https://acct.blob.core.windows.net/audit/prod",
+        writer="tap",
+        credential=AzureNamedKeyCredential("acct", "a2V5"),
+        transport=transport,
+    )
+    tap = AuditTap(sink, clock=lambda: OBSERVED)
+    tap.record([source(ServiceBusMessage(b"a", message_id="a"))])
+    tap.record([source(ServiceBusMessage(b"b", message_id="b"))])
+    partition = "namespace=primary/entity=events/date=2026-11-22/hour=12"
+    blob = f"https://acct.blob.core.windows.net/audit/prod/{partition}/{sink.file_name}"
+    sent = [
+        (method, unquote(url), headers.get("x-ms-blob-type"))
+        for method, url, headers, _ in transport.requests
+    ]
+    assert sent == [
+        ("PUT", blob, "AppendBlob"),
+        ("PUT", f"{blob}?comp=appendblock", None),
+        ("PUT", f"{blob}?comp=appendblock", None),
+    ]
+    assert [json.loads(body)["message_id"] for *_, body in transport.requests[1:]] == ["a", "b"]
+    with pytest.raises(ValueError, match="names no container"):
+        BlobSink(
+            "https://acct.blob.core.windows.net/",
+            writer="tap",
+            credential=AzureNamedKeyCredential("a", "a2V5"),
+        )
