@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 from spark_reconcile.config import Settings, to_micros
 
 PROCESSED = "processed"
-MALFORMED = "\u0000malformed"  # pseudo-target of the rows that count malformed records per log
 EXPECTED = "expected"
 STATUSES = ("ok", "late", "pending", "missing", "expired", "orphan")
 _US_PER_S = 1_000_000
@@ -101,10 +100,10 @@ def with_roles(logs: DataFrame, settings: Settings) -> DataFrame:
 def group(rows: DataFrame, settings: Settings) -> DataFrame:
     """One row per message key with per-group aggregates (the single shuffle of the job)."""
     r = roles(settings)
+    rows = rows.where(F.col("entity").isNotNull())  # malformed records are only counted (metrics.inventory)
     if not settings.use_partition_key:
         rows = rows.drop("partition_key")
-    # Malformed records group under (NULL entity, their log's tag): counted, never matched.
-    aggs = [F.count(F.lit(1)).alias("rows")]
+    aggs = []
     for g in sorted({s for c in r.comparisons for s in c.sources}):
         aggs += _side(F.col("_exp") == g, g, "p_cnt", _SOURCE_AGGS)
     for c in r.comparisons:
@@ -120,18 +119,15 @@ def group(rows: DataFrame, settings: Settings) -> DataFrame:
 
 
 def per_comparison(grouped: DataFrame, settings: Settings) -> DataFrame:
-    """Explode the grouped keys into one row per (comparison, key) that concerns the comparison; the groups
-    of malformed records become one MALFORMED row per log, with their count in p_copies."""
+    """Explode the grouped keys into one row per (comparison, key) that concerns the comparison."""
     r = roles(settings)
-    bad = F.col("entity").isNull()
     structs = []
-    for i, c in enumerate(r.comparisons):
+    for c in r.comparisons:
         t = c.target
         s_cnt = F.col(f"s_cnt__{t}")
-        p_copies = _sum([F.col(f"p_cnt__{g}") for g in c.sources])
         fields = [
-            (F.when(bad, F.lit(MALFORMED)).otherwise(F.lit(t)) if i == 0 else F.lit(t)).alias("target"),
-            (F.when(bad, F.col("rows")).otherwise(p_copies) if i == 0 else p_copies).alias("p_copies"),
+            F.lit(t).alias("target"),
+            _sum([F.col(f"p_cnt__{g}") for g in c.sources]).alias("p_copies"),
             _least([F.col(f"p_ts__{g}") for g in c.sources]).alias("p_time"),
             _least([F.col(f"p_seq__{g}") for g in c.sources]).alias("p_seq"),
             _least([F.col(f"p_ttl__{g}") for g in c.sources] + _configured_ttl(settings, t)).alias("ttl_s"),
@@ -155,7 +151,7 @@ def classify(rows: DataFrame, watermarks: DataFrame, settings: Settings) -> Data
     """Add status, lag and duplicate counts; `watermarks` holds (target, entity, wm_us), broadcast."""
     grace_us = int(settings.grace.total_seconds() * _US_PER_S)
     skew_us = int(settings.skew.total_seconds() * _US_PER_S)
-    w = rows.where(F.col("entity").isNotNull()).join(F.broadcast(watermarks), ["target", "entity"], "left")
+    w = rows.join(F.broadcast(watermarks), ["target", "entity"], "left")
     p_us = F.unix_micros(F.col("p_time"))
     origin_us = F.unix_micros(F.coalesce(F.col("s_stamp"), F.col("p_time")))
     first_us = F.unix_micros(F.col("s_first"))

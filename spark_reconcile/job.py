@@ -38,16 +38,16 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     exactly_once = settings.mode == "exactly-once"
 
     rows = classify.with_roles(logs, settings)
-    # The one shuffle: every record grouped by message key, then one row per comparison and key, cached.
-    keyed = (classify.per_comparison(classify.group(rows, settings), settings)
-             .persist(StorageLevel.MEMORY_AND_DISK))
-    marks = metrics.watermarks(keyed, [c.target for c in comparisons], spark)
-    phases.done("group")
+    found = metrics.inventory(rows, [c.target for c in comparisons], spark)
+    phases.done("inventory")
 
-    classified = classify.classify(keyed, marks.frame, settings)
+    # The one shuffle: records grouped by message key, one row per comparison and key, classified, cached.
+    grouped = classify.group(rows, settings)
+    classified = (classify.classify(classify.per_comparison(grouped, settings), found.frame, settings)
+                  .persist(StorageLevel.MEMORY_AND_DISK))
     cube = metrics.cube(classified).persist(StorageLevel.MEMORY_AND_DISK)
     counts = metrics.counts(cube)
-    phases.done("classify")
+    phases.done("group_classify")
 
     lag = metrics.percentiles(cube)
     histogram = metrics.lag_histogram(cube)
@@ -55,16 +55,17 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     phases.done("lag")
 
     ordering = metrics.ordering(classified)
-    gaps = metrics.source_gaps(keyed, comparisons[0].target) if settings.mode == "replica" else []
+    gaps = metrics.source_gaps(classified, comparisons[0].target) if settings.mode == "replica" else []
     phases.done("ordering")
 
     details = outputs.write_details(classified, settings.out, exactly_once)
-    keyed.unpersist()
+    classified.unpersist()
     samples = outputs.samples(spark, details, settings.list_limit, exactly_once)
     phases.done("details")
 
     data = summary.Collected(counts=counts, lag=lag, histogram=histogram, ordering=ordering, source_gaps=gaps,
-                             watermarks=marks.found, malformed=marks.malformed, samples=samples)
+                             watermarks=found.watermarks, malformed=found.malformed, records=found.records,
+                             samples=samples)
     paths = {"details": details, "summary": f"{settings.out}/summary.json",
              "report": f"{settings.out}/report.html"}
     engine = {"name": "pyspark", "version": spark.version, "master": spark.sparkContext.master,

@@ -14,8 +14,6 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_reconcile.classify import MALFORMED
-
 BUCKET_RATIO = 1.02
 _FLOOR_MS = 0.001  # lags are whole microseconds
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
@@ -24,28 +22,36 @@ _COUNTER_MASK = (1 << 48) - 1
 
 
 @dataclass(frozen=True)
-class Watermarks:
-    """The targets' watermarks and the malformed records per log."""
+class Inventory:
+    """What was read: records and malformed records per log, and the targets' watermarks."""
 
-    found: dict[tuple[str, str], int]  # (target, entity) -> latest arrival, epoch micros, where seen
+    records: dict[str, int]
     malformed: dict[str, int]
+    watermarks: dict[tuple[str, str], int]  # (target, entity) -> latest arrival, epoch micros, as found
     frame: DataFrame  # (target, entity, wm_us) for every entity, for the classification join
 
 
-def watermarks(rows: DataFrame, targets: list[str], spark: SparkSession) -> Watermarks:
-    """One scan of the per-comparison rows. An entity a target never saw gets the target's overall
-    watermark in `frame`, so a silent entity still turns old messages into gaps."""
-    bad = F.col("target") == MALFORMED
-    found = (rows.groupBy("target", "entity", F.when(bad, F.col("message_id")).alias("log"))
-             .agg(F.unix_micros(F.max("s_last")).alias("wm_us"), F.sum("p_copies").alias("n")).collect())
-    malformed = {r.log: int(r.n) for r in found if r.target == MALFORMED}
-    marks = {(r.target, r.entity): r.wm_us for r in found if r.target != MALFORMED and r.wm_us is not None}
-    entities = sorted({r.entity for r in found if r.target != MALFORMED and r.entity is not None})
+def inventory(rows: DataFrame, targets: list[str], spark: SparkSession) -> Inventory:
+    """One light pass over the records (no shuffle of keys). An entity a target never saw gets the target's
+    overall watermark in `frame`, so a silent entity still turns old messages into gaps."""
+    found = (rows.groupBy("tag", "_tgt", "entity")
+             .agg(F.unix_micros(F.max("_arrival")).alias("wm_us"), F.count(F.lit(1)).alias("n")).collect())
+    records: dict[str, int] = {}
+    malformed: dict[str, int] = {}
+    marks: dict[tuple[str, str], int] = {}
+    for r in found:
+        records[r.tag] = records.get(r.tag, 0) + r.n
+        if r.entity is None:
+            malformed[r.tag] = malformed.get(r.tag, 0) + r.n
+        elif r["_tgt"] is not None and r.wm_us is not None:
+            key = (r["_tgt"], r.entity)
+            marks[key] = max(marks.get(key, r.wm_us), r.wm_us)
+    entities = sorted({r.entity for r in found if r.entity is not None})
     overall = {t: max((wm for (tt, _), wm in marks.items() if tt == t), default=None) for t in targets}
     schema = T.StructType([T.StructField("target", T.StringType()), T.StructField("entity", T.StringType()),
                            T.StructField("wm_us", T.LongType())])
     used = [(t, e, marks.get((t, e), overall[t])) for t in targets for e in entities]
-    return Watermarks(marks, malformed, spark.createDataFrame(used, schema))
+    return Inventory(records, malformed, marks, spark.createDataFrame(used, schema))
 
 
 def lag_bucket(lag_ms: F.Column) -> F.Column:
@@ -169,7 +175,7 @@ def ordering(classified: DataFrame) -> list[dict]:
 
 def source_gaps(rows: DataFrame, target: str) -> list[dict]:
     """SequenceNumber gaps in the source log itself per (entity, partition): lost in capture, not in copy."""
-    seqs = (rows.where((F.col("target") == target) & F.col("entity").isNotNull() & F.col("p_seq").isNotNull())
+    seqs = (rows.where((F.col("target") == target) & F.col("p_seq").isNotNull())
             .select("entity", F.shiftright(F.col("p_seq"), 48).alias("partition"),
                     F.col("p_seq").bitwiseAND(F.lit(_COUNTER_MASK)).alias("counter")))
     agg = seqs.groupBy("entity", "partition").agg(

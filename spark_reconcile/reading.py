@@ -34,10 +34,8 @@ class InputError(ValueError):
     """A log cannot be read as the audit log contract describes."""
 
 
-def detect_format(spark: SparkSession, log: LogInput) -> str:
-    """json or parquet, from the first data file under the path (Hadoop's FileSystem: any scheme)."""
-    if log.format != "auto":
-        return log.format
+def sample_file(spark: SparkSession, log: LogInput) -> tuple[str, str]:
+    """The format and the first data file under the path (listed through Hadoop's FileSystem: any scheme)."""
     jvm = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(log.path)
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
@@ -45,31 +43,33 @@ def detect_format(spark: SparkSession, log: LogInput) -> str:
         raise InputError(f"log {log.tag!r}: path {log.path} does not exist")
     files = fs.listFiles(path, True)
     while files.hasNext():
-        name = files.next().getPath().getName()
+        found = files.next().getPath()
+        name = found.getName()
         if name.startswith(("_", ".")):
             continue
-        for suffix, fmt in _DATA_SUFFIXES.items():
-            if name.endswith(suffix):
-                return fmt
+        fmt = log.format if log.format != "auto" else next(
+            (f for suffix, f in _DATA_SUFFIXES.items() if name.endswith(suffix)), None)
+        if fmt is not None:
+            return fmt, found.toString()
     raise InputError(f"log {log.tag!r}: no .jsonl/.json/.parquet files under {log.path}; "
                      "pass --format json|parquet if the files have other names")
 
 
 def read_log(spark: SparkSession, log: LogInput, start: datetime | None, end: datetime | None) -> DataFrame:
     """One log as normalized rows, tagged, limited to EnqueuedTimeUtc in [start, end) plus malformed rows."""
-    fmt = detect_format(spark, log)
+    fmt, sample = sample_file(spark, log)
     reader = spark.read.option("mode", "PERMISSIVE")
     if fmt == "json":
         raw = reader.schema(JSON_SCHEMA).json(log.path)
     else:
-        raw = reader.schema(_parquet_schema(reader.parquet(log.path).schema)).parquet(log.path)
+        raw = reader.schema(_parquet_schema(spark.read.parquet(sample).schema)).parquet(log.path)
     raw = _prune_partitions(raw, start, end)
     return _normalize(raw, log.tag, start, end)
 
 
 def _parquet_schema(found: T.StructType) -> T.StructType:
-    """The schema Spark found in one file, plus every contract field it lacks: writers may leave out optional
-    columns that are all null in a file, and merging every file's footer (mergeSchema) costs a job."""
+    """The schema of one file plus every contract field it lacks: writers may leave out optional columns that
+    are all null in a file, and merging every file's footer (mergeSchema) costs a job."""
     names = set(found.fieldNames())
     return T.StructType(list(found.fields) + [f for f in JSON_SCHEMA.fields if f.name not in names])
 

@@ -173,8 +173,9 @@ def _sequence_gaps(gaps: list[dict]) -> str:
 
 
 def _provenance(summary: dict) -> str:
-    inputs = _table(["tag", "path", "malformed records"],
-                    [[i["tag"], i["path"], i["malformed_records"]] for i in summary["inputs"]])
+    inputs = _table(["tag", "path", "records read", "malformed records"],
+                    [[i["tag"], i["path"], i["records_read"], i["malformed_records"]]
+                     for i in summary["inputs"]])
     engine = ", ".join(f"{k} {v}" for k, v in summary["engine"].items())
     timings = ", ".join(f"{k} {v:g}s" for k, v in summary["timings_s"].items())
     return (f"<h2>Provenance</h2>{inputs}<p class=muted>{escape(engine)}<br>{escape(timings)}<br>"

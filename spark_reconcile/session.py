@@ -42,6 +42,8 @@ def local_settings(master: str, driver_memory: str, shuffle_partitions: int | No
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions or max(2, 2 * cores)),
+        # List date=/hour= directories on the driver: a listing job per directory level costs more here.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
     }
     if master.startswith("local"):
         settings["spark.driver.host"] = settings["spark.driver.bindAddress"] = "127.0.0.1"

@@ -25,6 +25,7 @@ class Collected:
     source_gaps: list[dict]
     watermarks: dict[tuple[str, str], int | None]
     malformed: dict[str, int]
+    records: dict[str, int]
     samples: dict[str, list[dict]] = field(default_factory=dict)
 
 
@@ -126,8 +127,8 @@ def build(settings: Settings, comparisons: tuple[Comparison, ...], data: Collect
         },
         "generated_at": iso_micros(now_us),
         "engine": engine,
-        "inputs": [{"tag": log.tag, "path": log.path, "malformed_records": data.malformed.get(log.tag, 0)}
-                   for log in settings.logs],
+        "inputs": [{"tag": log.tag, "path": log.path, "records_read": data.records.get(log.tag, 0),
+                    "malformed_records": data.malformed.get(log.tag, 0)} for log in settings.logs],
         "comparisons": parts,
         "source_sequence_gaps": data.source_gaps,
         "samples": {name: [_iso_row(r) for r in rows] for name, rows in data.samples.items()},
