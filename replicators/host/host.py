@@ -61,11 +61,23 @@ class FunctionsHost:
             runner.start()
 
     def run(self, report: Callable[[str], None], interval: float) -> None:
-        """Start, report every `interval` seconds until stopped, then let in-flight batches finish."""
+        """Start, report every `interval` seconds the functions that did something (all of them at the
+        end) until stopped, then let in-flight batches finish."""
         self.start()
+        last: dict[str, tuple[int, ...]] = {}
         while not self.stop_event.wait(interval):
             for runner in self.runners:
-                report(runner.stats.snapshot().line())
+                snapshot = runner.stats.snapshot()
+                counters = (
+                    snapshot.completed,
+                    snapshot.abandoned,
+                    snapshot.dead_lettered,
+                    snapshot.failed_invocations,
+                    snapshot.settle_failures,
+                )
+                if counters != last.get(snapshot.function, (0, 0, 0, 0, 0)):
+                    report(snapshot.line())
+                last[snapshot.function] = counters
         self.shutdown()
         for runner in self.runners:
             report(runner.stats.snapshot().line())
