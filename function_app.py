@@ -15,7 +15,7 @@ from replicators.app import TaskRuntime, register_tasks
 from replicators.tasks import load_deployment
 
 # A relative SBFED_TOPOLOGY is relative to the app folder, whatever the worker's working directory.
-TOPOLOGY = str(Path(__file__).parent / os.environ.get("SBFED_TOPOLOGY") or "topology.yaml")
+TOPOLOGY = str(Path(__file__).parent / (os.environ.get("SBFED_TOPOLOGY") or "topology.yaml"))
 
 runtime = TaskRuntime(load_deployment(TOPOLOGY), os.environ)
 atexit.register(runtime.close)
