@@ -98,12 +98,13 @@ def with_roles(logs: DataFrame, settings: Settings) -> DataFrame:
 
 
 def group(rows: DataFrame, settings: Settings) -> DataFrame:
-    """One row per message key with per-group aggregates (the single shuffle of the job)."""
+    """One row per message key with per-group aggregates and records per log (the single shuffle of the job).
+
+    Malformed records group under a NULL entity: they are only counted (metrics.inventory), never matched."""
     r = roles(settings)
-    rows = rows.where(F.col("entity").isNotNull())  # malformed records are only counted (metrics.inventory)
     if not settings.use_partition_key:
         rows = rows.drop("partition_key")
-    aggs = []
+    aggs = [F.count_if(F.col("tag") == tag).alias(f"n__{tag}") for tag in settings.tags()]
     for g in sorted({s for c in r.comparisons for s in c.sources}):
         aggs += _side(F.col("_exp") == g, g, "p_cnt", _SOURCE_AGGS)
     for c in r.comparisons:
@@ -143,7 +144,7 @@ def per_comparison(grouped: DataFrame, settings: Settings) -> DataFrame:
             fields.append(F.array_sort(F.col(f"s_proc__{t}")).alias("processors"))
         structs.append(F.struct(*fields))
     keys = key_columns(settings)
-    exploded = grouped.select(*keys, F.inline(F.array(*structs)))
+    exploded = grouped.where(F.col("entity").isNotNull()).select(*keys, F.inline(F.array(*structs)))
     return exploded.where((F.col("p_copies") > 0) | (F.col("s_relevant") > 0)).drop("s_relevant")
 
 

@@ -37,17 +37,19 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     comparisons = classify.roles(settings).comparisons
     exactly_once = settings.mode == "exactly-once"
 
-    rows = classify.with_roles(logs, settings)
-    found = metrics.inventory(rows, [c.target for c in comparisons], spark)
-    phases.done("inventory")
+    # The one read and the one shuffle: records grouped by message key, cached, counted for the inventory
+    # (records, malformed, watermarks); then one row per comparison and key, classified, cached.
+    grouped = classify.group(classify.with_roles(logs, settings), settings)
+    grouped = grouped.persist(StorageLevel.MEMORY_AND_DISK)
+    found = metrics.inventory(grouped, settings.tags(), [c.target for c in comparisons], spark)
+    phases.done("group_inventory")
 
-    # The one shuffle: records grouped by message key, one row per comparison and key, classified, cached.
-    grouped = classify.group(rows, settings)
     classified = (classify.classify(classify.per_comparison(grouped, settings), found.frame, settings)
                   .persist(StorageLevel.MEMORY_AND_DISK))
     cube = metrics.cube(classified).persist(StorageLevel.MEMORY_AND_DISK)
     counts = metrics.counts(cube)
-    phases.done("group_classify")
+    grouped.unpersist()
+    phases.done("classify")
 
     lag = metrics.percentiles(cube)
     histogram = metrics.lag_histogram(cube)

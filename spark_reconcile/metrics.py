@@ -31,22 +31,18 @@ class Inventory:
     frame: DataFrame  # (target, entity, wm_us) for every entity, for the classification join
 
 
-def inventory(rows: DataFrame, targets: list[str], spark: SparkSession) -> Inventory:
-    """One light pass over the records (no shuffle of keys). An entity a target never saw gets the target's
+def inventory(grouped: DataFrame, tags: list[str], targets: list[str], spark: SparkSession) -> Inventory:
+    """Read from the grouped keys (no second read of the logs): records per log, malformed records (NULL
+    entity) and each target's latest arrival per entity. An entity a target never saw gets the target's
     overall watermark in `frame`, so a silent entity still turns old messages into gaps."""
-    found = (rows.groupBy("tag", "_tgt", "entity")
-             .agg(F.unix_micros(F.max("_arrival")).alias("wm_us"), F.count(F.lit(1)).alias("n")).collect())
-    records: dict[str, int] = {}
-    malformed: dict[str, int] = {}
-    marks: dict[tuple[str, str], int] = {}
-    for r in found:
-        records[r.tag] = records.get(r.tag, 0) + r.n
-        if r.entity is None:
-            malformed[r.tag] = malformed.get(r.tag, 0) + r.n
-        elif r["_tgt"] is not None and r.wm_us is not None:
-            key = (r["_tgt"], r.entity)
-            marks[key] = max(marks.get(key, r.wm_us), r.wm_us)
-    entities = sorted({r.entity for r in found if r.entity is not None})
+    found = (grouped.groupBy("entity")
+             .agg(*[F.sum(f"n__{t}").alias(f"n__{t}") for t in tags],
+                  *[F.unix_micros(F.max(f"s_last__{t}")).alias(f"wm__{t}") for t in targets]).collect())
+    records = {t: sum(r[f"n__{t}"] for r in found) for t in tags}
+    malformed = {t: r[f"n__{t}"] for r in found if r.entity is None for t in tags if r[f"n__{t}"]}
+    marks = {(t, r.entity): r[f"wm__{t}"] for r in found if r.entity is not None for t in targets
+             if r[f"wm__{t}"] is not None}
+    entities = sorted(r.entity for r in found if r.entity is not None)
     overall = {t: max((wm for (tt, _), wm in marks.items() if tt == t), default=None) for t in targets}
     schema = T.StructType([T.StructField("target", T.StringType()), T.StructField("entity", T.StringType()),
                            T.StructField("wm_us", T.LongType())])
