@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     spark.add_argument("--master", help="Spark master (default: local[*] unless launched by spark-submit)")
     spark.add_argument("--driver-memory", default="2g", help="local driver memory (default 2g)")
     spark.add_argument("--shuffle-partitions", type=int,
-                       help="default: 2 x cores locally, the cluster's setting otherwise")
+                       help="default: 8 x cores locally, the cluster's setting otherwise")
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     return p
 
