@@ -20,6 +20,7 @@ from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceivedMessage,
+    ServiceBusReceiveMode,
 )
 
 from local_broker.server import BrokerServer
@@ -28,6 +29,7 @@ from replicators.host.hostjson import ServiceBusHostOptions
 from replicators.message import CONTENT_FIELDS, decode_application_properties
 
 REPO = Path(__file__).resolve().parents[2]
+RECEIVE_AND_DELETE = ServiceBusReceiveMode.RECEIVE_AND_DELETE
 APP = REPO / "function_app.py"
 SESSIONS = 20
 PARTITION_KEYS = 16
@@ -228,11 +230,11 @@ def drain_queue_sessions(
                     return
                 session_id = pending.pop()
             taken: list[ServiceBusReceivedMessage] = []
-            with client.get_queue_receiver(queue, session_id=session_id) as rx:
+            # Receive-and-delete: the check reads content and holds no lock a slow, loaded run could outlive.
+            mode = RECEIVE_AND_DELETE
+            with client.get_queue_receiver(queue, session_id=session_id, receive_mode=mode) as rx:
                 while len(taken) < expected[session_id] and time.monotonic() < deadline:
-                    for message in rx.receive_messages(max_message_count=200, max_wait_time=0.5):
-                        rx.complete_message(message)
-                        taken.append(message)
+                    taken.extend(rx.receive_messages(max_message_count=200, max_wait_time=0.5))
             with lock:
                 received.extend(taken)
 
@@ -252,13 +254,10 @@ def drain_subscription(
     deadline = time.monotonic() + timeout
     with (
         ServiceBusClient.from_connection_string(connection_string) as client,
-        client.get_subscription_receiver(topic, subscription, prefetch_count=200) as rx,
+        client.get_subscription_receiver(topic, subscription, receive_mode=RECEIVE_AND_DELETE) as rx,
     ):
         while len(received) < expected and time.monotonic() < deadline:
-            batch = rx.receive_messages(max_message_count=200, max_wait_time=1)
-            for message in batch:
-                rx.complete_message(message)
-            received.extend(batch)
+            received.extend(rx.receive_messages(max_message_count=200, max_wait_time=1))
         # anything beyond `expected` would be a duplicate: give it a moment to show up
         received.extend(rx.receive_messages(max_message_count=200, max_wait_time=1))
     return received
