@@ -89,18 +89,26 @@ def accept(delivery: Delivery) -> None:
     _LIB.pn_delivery_settle(delivery._impl)
 
 
+def remote_outcome(delivery: Delivery) -> int:
+    """The outcome the peer set on a delivery (0: none yet), without proton's Python disposition wrapper."""
+    return _LIB.pn_delivery_remote_state(delivery._impl)
+
+
 def echo_outcome(delivery: Delivery) -> None:
     """Settle a client's disposition by echoing its outcome (the SDK awaits a settled echo).
 
     MODIFIED copies delivery-failed/undeliverable-here; REJECTED is echoed without an error (an echo
-    that carries one counts as a failure to the SDK).
+    that carries one counts as a failure to the SDK). Outcomes without fields go through the C API.
     """
-    state = delivery.remote_state
+    impl = delivery._impl
+    state = _LIB.pn_delivery_remote_state(impl)
     if state == Delivery.MODIFIED:
         delivery.local.failed = delivery.remote.failed
         delivery.local.undeliverable = delivery.remote.undeliverable
-    delivery.update(state)
-    delivery.settle()
+        delivery.update(state)
+    else:
+        _LIB.pn_delivery_update(impl, state)
+    _LIB.pn_delivery_settle(impl)
 
 
 def reject(delivery: Delivery, condition: str, description: str) -> None:

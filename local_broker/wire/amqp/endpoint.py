@@ -480,7 +480,7 @@ class NamespaceEndpoint(Handler):
         compat.send_raw(target, struct.pack(">Q", target_state.tag_counter), payload, settled=False)
 
     def _on_disposition(self, delivery: Delivery, state: LinkState | None) -> None:
-        outcome = delivery.remote_state
+        outcome = compat.remote_outcome(delivery)
         if state is None or state.node is not Node.RECEIVER:  # replies on $cbs / $management links
             if outcome or delivery.settled:
                 delivery.settle()

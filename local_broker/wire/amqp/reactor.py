@@ -22,7 +22,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
-from proton import Endpoint, Handler
+import cproton
+from proton import Connection, Delivery, Endpoint, Handler, Link, Session, Transport
+from proton._events import Collector, Event, EventBase, EventType, wrappers
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from local_broker.engine import BrokerError
@@ -85,6 +87,110 @@ class Guarded(Handler):
         return guarded
 
 
+class _Lazy:
+    """An attribute computed on first read, then stored on the instance (no lock, unlike cached_property)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn, self.name = fn, fn.__name__
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
+class LazyEvent(Event):
+    """proton's Event, but the delivery, link, session, connection and transport are wrapped when a handler
+    first asks for them, not all five for every event (most handlers read one or two, many read none).
+    Handlers read them while the event is dispatched, when the C event is still the collector's head."""
+
+    def __init__(self, impl: Any, number: int, clsname: str | None, context: Any) -> None:
+        self._impl = impl
+        self._type = EventType.TYPES[number]
+        self._clsname = clsname
+        self._context = context
+
+    @_Lazy
+    def _delivery(self) -> Delivery | None:
+        context = self._context
+        if isinstance(context, Delivery):
+            return context
+        return Delivery.wrap(cproton.pn_event_delivery(self._impl))
+
+    @_Lazy
+    def _link(self) -> Link | None:
+        if self._delivery:
+            return self._delivery.link
+        context = self._context
+        return context if isinstance(context, Link) else Link.wrap(cproton.pn_event_link(self._impl))
+
+    @_Lazy
+    def _session(self) -> Session | None:
+        if self._link:
+            return self._link.session
+        context = self._context
+        return context if isinstance(context, Session) else Session.wrap(cproton.pn_event_session(self._impl))
+
+    @_Lazy
+    def _connection(self) -> Connection | None:
+        if self._session:
+            return self._session.connection
+        context = self._context
+        if isinstance(context, Connection):
+            return context
+        return Connection.wrap(cproton.pn_event_connection(self._impl))
+
+    @_Lazy
+    def _transport(self) -> Transport | None:
+        context = self._context
+        if isinstance(context, Transport):
+            return context
+        return Transport.wrap(cproton.pn_event_transport(self._impl))
+
+    @property
+    def container(self) -> Any:
+        """The reactor: an event about the reactor itself carries it as context (proton finds it through
+        a failed lookup and `__getattr__`, once for `reactor` and again for `container`)."""
+        context = self._context
+        if isinstance(context, Container):
+            return context
+        transport = self._transport
+        return transport._reactor if transport is not None else self.__getattr__("container")
+
+
+class LazyCollector(Collector):
+    """The container's event collector, handing out `LazyEvent`s."""
+
+    def peek(self) -> Any:
+        impl = cproton.pn_collector_peek(self._impl)
+        if cproton.isnull(impl):
+            return None
+        clsname = cproton.pn_event_class_name(impl)
+        context = wrappers[clsname](cproton.pn_event_context(impl)) if clsname else None
+        if isinstance(context, EventBase):  # an application event (EventInjector)
+            return context
+        return LazyEvent(impl, cproton.pn_event_type(impl), clsname, context)
+
+
+class BrokerContainer(Container):
+    """proton's Container with cheaper events: `LazyEvent`s, and `quiesced` (asked twice per turn) read
+    from the C collector instead of wrapping its head event."""
+
+    def __init__(self, handler: Handler) -> None:
+        super().__init__(handler)
+        # The collector is already bound to the C reactor state: change its class, keep the object.
+        self._collector.__class__ = LazyCollector
+
+    @property
+    def quiesced(self) -> bool:
+        collector = self._collector._impl
+        impl = cproton.pn_collector_peek(collector)
+        if cproton.isnull(impl):
+            return True
+        if cproton.pn_collector_more(collector):
+            return False
+        return EventType.TYPES.get(cproton.pn_event_type(impl)) is Event.REACTOR_QUIESCED
+
+
 class _Timer(Handler):
     def __init__(self, action: Callable[[], None]) -> None:
         super().__init__()
@@ -100,7 +206,7 @@ class EngineThread(Handler):
     def __init__(self) -> None:
         super().__init__()
         quiet_proton_socket_noise()
-        self.container = Container(Guarded(self))
+        self.container = BrokerContainer(Guarded(self))
         # Set directly rather than through the constructor, which would wrap it in proton's GlobalOverrides
         # (reconnect hooks of outgoing connections, which a broker never makes) at a cost on every event.
         self.container.global_handler = GreedyIO()
