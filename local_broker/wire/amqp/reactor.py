@@ -98,6 +98,9 @@ class _Lazy:
         return value
 
 
+_PYTHON_CONTEXTS = frozenset({"pn_void", "pn_pyref"})
+
+
 class LazyEvent(Event):
     """proton's Event, but the delivery, link, session, connection and transport are wrapped when a handler
     first asks for them, not all five for every event (most handlers read one or two, many read none).
@@ -145,6 +148,15 @@ class LazyEvent(Event):
         if isinstance(context, Transport):
             return context
         return Transport.wrap(cproton.pn_event_transport(self._impl))
+
+    @property
+    def handler(self) -> Handler | None:
+        """An event about a Python object (the reactor, a selectable, a timer) has no link, session or
+        connection: its handler is the object's own, found without asking proton for the three."""
+        if self._clsname in _PYTHON_CONTEXTS:
+            context = self._context
+            return getattr(context, "handler", None) if context else None
+        return super().handler
 
     @property
     def container(self) -> Any:
