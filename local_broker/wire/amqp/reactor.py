@@ -101,6 +101,12 @@ class _Lazy:
 _PYTHON_CONTEXTS = frozenset({"pn_void", "pn_pyref"})
 
 
+def _endpoint_handler(attachments: Any) -> Handler | None:
+    """`Endpoint.handler` of a link, session or connection, from the attributes proton keeps in its record."""
+    attrs = cproton.pn_record_get_py(attachments)
+    return attrs.get("_handler") if attrs else None
+
+
 class LazyEvent(Event):
     """proton's Event, but the delivery, link, session, connection and transport are wrapped when a handler
     first asks for them, not all five for every event (most handlers read one or two, many read none).
@@ -156,7 +162,29 @@ class LazyEvent(Event):
         if self._clsname in _PYTHON_CONTEXTS:
             context = self._context
             return getattr(context, "handler", None) if context else None
-        return super().handler
+        # The link's handler, else its session's, else its connection's (proton's order), read from the C
+        # records: no Python wrapper for each of the three (only the connection has one in this broker).
+        impl = self._impl
+        link = cproton.pn_event_link(impl)
+        if cproton.isnull(link):
+            session = cproton.pn_event_session(impl)
+        else:
+            handler = _endpoint_handler(cproton.pn_link_attachments(link))
+            if handler:
+                return handler
+            session = cproton.pn_link_session(link)
+        if cproton.isnull(session):
+            connection = cproton.pn_event_connection(impl)
+        else:
+            handler = _endpoint_handler(cproton.pn_session_attachments(session))
+            if handler:
+                return handler
+            connection = cproton.pn_session_connection(session)
+        if not cproton.isnull(connection):
+            handler = _endpoint_handler(cproton.pn_connection_attachments(connection))
+            if handler:
+                return handler
+        return super().handler  # the context's own handler, if it has one
 
     @property
     def container(self) -> Any:
