@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 import cproton
 from proton import Connection, Delivery, Endpoint, Handler, Link, Session, Transport
+from proton._delivery import Disposition
 from proton._events import Collector, Event, EventBase, EventType, wrappers
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
@@ -197,6 +198,38 @@ class LazyEvent(Event):
         return transport._reactor if transport is not None else self.__getattr__("container")
 
 
+class BrokerDelivery(Delivery):
+    """proton's Delivery, but its local and remote Disposition objects are made when first used (proton
+    makes both for every delivery it wraps; the broker reads them only for modified and rejected outcomes).
+    They are kept in the delivery's shared attributes, where proton's own wrappers look for them."""
+
+    def _init(self) -> None:
+        pass
+
+    @property
+    def local(self) -> Disposition:
+        return self._disposition("local", cproton.pn_delivery_local, True)
+
+    @property
+    def remote(self) -> Disposition:
+        return self._disposition("remote", cproton.pn_delivery_remote, False)
+
+    def _disposition(self, name: str, get: Callable[[Any], Any], local: bool) -> Disposition:
+        attrs = self.__dict__["_attrs"]
+        disposition = attrs.get(name)
+        if disposition is None:
+            disposition = attrs[name] = Disposition(get(self._impl), local)
+        return disposition
+
+
+def _wrap_delivery(impl: Any) -> BrokerDelivery | None:
+    impl = cproton.pn_cast_pn_delivery(impl)
+    return None if cproton.isnull(impl) else BrokerDelivery(impl)
+
+
+_WRAPPERS = {**wrappers, "pn_delivery": _wrap_delivery}
+
+
 class LazyCollector(Collector):
     """The container's event collector, handing out `LazyEvent`s."""
 
@@ -205,7 +238,7 @@ class LazyCollector(Collector):
         if cproton.isnull(impl):
             return None
         clsname = cproton.pn_event_class_name(impl)
-        context = wrappers[clsname](cproton.pn_event_context(impl)) if clsname else None
+        context = _WRAPPERS[clsname](cproton.pn_event_context(impl)) if clsname else None
         if isinstance(context, EventBase):  # an application event (EventInjector)
             return context
         return LazyEvent(impl, cproton.pn_event_type(impl), clsname, context)
