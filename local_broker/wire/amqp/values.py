@@ -24,6 +24,9 @@ _i = struct.Struct(">i")
 _Q = struct.Struct(">Q")
 _q = struct.Struct(">q")
 _d = struct.Struct(">d")
+# Fixed-width numbers: byte, smallint, smalllong, ushort, short, uint, int, ulong, long, double.
+_FIXED_WIDTH = {0x51: _B, 0x54: _B, 0x55: _B, 0x60: _H, 0x61: _h,
+                0x70: _I, 0x71: _i, 0x80: _Q, 0x81: _q, 0x82: _d}
 
 
 class _Fallback(Exception):
@@ -45,24 +48,11 @@ def _read(buf: bytes, pos: int) -> tuple[Any, int]:
         return [], pos
     if code in (0x50, 0x52, 0x53):
         return buf[pos], pos + 1
-    if code in (0x51, 0x54, 0x55):
-        return _B.unpack_from(buf, pos)[0], pos + 1
+    fixed = _FIXED_WIDTH.get(code)
+    if fixed is not None:
+        return fixed.unpack_from(buf, pos)[0], pos + fixed.size
     if code == 0x56:
         return buf[pos] != 0, pos + 1
-    if code == 0x60:
-        return _H.unpack_from(buf, pos)[0], pos + 2
-    if code == 0x61:
-        return _h.unpack_from(buf, pos)[0], pos + 2
-    if code == 0x70:
-        return _I.unpack_from(buf, pos)[0], pos + 4
-    if code == 0x71:
-        return _i.unpack_from(buf, pos)[0], pos + 4
-    if code == 0x80:
-        return _Q.unpack_from(buf, pos)[0], pos + 8
-    if code == 0x81:
-        return _q.unpack_from(buf, pos)[0], pos + 8
-    if code == 0x82:
-        return _d.unpack_from(buf, pos)[0], pos + 8
     if code == 0x83:
         return timestamp(_q.unpack_from(buf, pos)[0]), pos + 8
     if code == 0x98:
