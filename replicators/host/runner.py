@@ -204,8 +204,13 @@ class TriggerRunner:
             budget = self.options.lock_renewal.total_seconds() - (time.monotonic() - started)
             if budget <= 0:
                 return
-            for message in messages:  # the renewer skips the ones settled meanwhile
-                self._renewer.register(receiver, message, max_lock_renewal_duration=budget)
+            for message in messages:
+                if message.locked_until_utc is None:
+                    continue  # settled meanwhile: nothing left to renew
+                try:
+                    self._renewer.register(receiver, message, max_lock_renewal_duration=budget)
+                except (ValueError, ServiceBusError) as exc:  # settled since the check, or shutting down
+                    log.debug("%s: lock not renewed: %s", self.trigger.function_name, exc)
 
         timer = threading.Timer(max(0.0, remaining), register)
         timer.daemon = True
