@@ -20,9 +20,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,13 +28,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
-from replication_harness import HOST_OPTIONS, functions_host, send_all
+from replication_harness import HOST_OPTIONS, brokers, functions_host, send_all, settings_for
 
 from replicators.host.stats import percentile
 from replicators.message import decode_application_properties
@@ -155,40 +151,8 @@ def lag(settings: dict[str, str], rate: float, seconds: float) -> list[float]:
 @contextlib.contextmanager
 def broker_process(directory: Path) -> Iterator[dict[str, str]]:
     """`sbfed broker serve` with the bench topology; yields the app settings for both namespaces."""
-    topology, ready = directory / "topology.yaml", directory / "ready.json"
-    topology.write_text(yaml.safe_dump(TOPOLOGY))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sbfed",
-            "broker",
-            "serve",
-            "--topology",
-            str(topology),
-            "--in-memory",
-            "--ready-file",
-            str(ready),
-            "--log-level",
-            "WARNING",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the broker did not start")
-            time.sleep(0.1)
-        namespaces = {ns["namespace"]: ns["connection_string"] for ns in json.loads(ready.read_text())}
-        yield {
-            "PRIMARY": namespaces["primary"],
-            "SECONDARY": namespaces["secondary"],
-            "SBFED_TOPOLOGY": str(topology),
-        }
-    finally:
-        process.terminate()
-        process.wait(30)
+    with brokers(TOPOLOGY, directory) as (namespaces, topology):
+        yield settings_for(namespaces, topology)
 
 
 def main() -> int:

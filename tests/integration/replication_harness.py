@@ -23,7 +23,8 @@ from azure.servicebus import (
     ServiceBusReceiveMode,
 )
 
-from local_broker.server import BrokerServer
+from patterns.drills.broker import BrokerNamespace, read_ready_file
+from patterns.drills.processes import SbfedProcess
 from replicators.host.host import FunctionsHost
 from replicators.host.hostjson import ServiceBusHostOptions
 from replicators.message import CONTENT_FIELDS, decode_application_properties
@@ -33,6 +34,8 @@ RECEIVE_AND_DELETE = ServiceBusReceiveMode.RECEIVE_AND_DELETE
 APP = REPO / "function_app.py"
 SESSIONS = 20
 PARTITION_KEYS = 16
+BROKER_READY_SECONDS = 60
+BROKER_STOP_SECONDS = 30
 
 
 def topology(
@@ -103,21 +106,31 @@ def topology(
 
 
 @contextmanager
-def brokers(raw_topology: Mapping[str, Any], directory: Path) -> Iterator[tuple[BrokerServer, Path]]:
-    path = directory / "topology.yaml"
+def brokers(
+    raw_topology: Mapping[str, Any], directory: Path
+) -> Iterator[tuple[dict[str, BrokerNamespace], Path]]:
+    """`sbfed broker serve` in a process of its own, as users run it. Not in the test's process: the SDK
+    busy-waits for every settlement's outcome, and a broker sharing the GIL with several such receivers
+    answers each one ~100 ms late (locks then expire in the prefetch buffers)."""
+    path, ready = directory / "topology.yaml", directory / "broker-ready.json"
     path.write_text(yaml.safe_dump(dict(raw_topology)))
-    server = BrokerServer(path, in_memory=True)
-    server.start()
+    process = SbfedProcess(
+        "`sbfed broker serve`",
+        ["broker", "serve", "--topology", str(path), "--in-memory", "--ready-file", str(ready),
+         "--log-level", "WARNING"],
+        directory / "broker.log",
+    )
+    process.start(ready.exists, BROKER_READY_SECONDS)
     try:
-        yield server, path
+        yield read_ready_file(ready), path
     finally:
-        server.stop()
+        process.stop(BROKER_STOP_SECONDS)
 
 
-def settings_for(server: BrokerServer, topology_path: Path) -> dict[str, str]:
+def settings_for(namespaces: Mapping[str, BrokerNamespace], topology_path: Path) -> dict[str, str]:
     return {
-        "PRIMARY": server.namespaces["primary"].connection_string,
-        "SECONDARY": server.namespaces["secondary"].connection_string,
+        "PRIMARY": namespaces["primary"].connection_string,
+        "SECONDARY": namespaces["secondary"].connection_string,
         "SBFED_TOPOLOGY": str(topology_path),
     }
 

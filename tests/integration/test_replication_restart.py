@@ -63,8 +63,8 @@ def completed(log_path) -> int:
 def test_host_killed_mid_run_and_restarted_loses_nothing_and_duplicates_nothing(tmp_path):
     messages = [keyed_message(i) for i in range(3000)]
     sent = {s.message_id: s for _, s in messages}
-    with brokers(topology(lock_duration="PT5S"), tmp_path) as (server, path):
-        settings = broker_settings(server, path)
+    with brokers(topology(lock_duration="PT5S"), tmp_path) as (namespaces, path):
+        settings = broker_settings(namespaces, path)
         send_all(settings["PRIMARY"], "events", [m for m, _ in messages])
         first = start_host(tmp_path, settings, "host-1.log")
         deadline = time.monotonic() + 120
