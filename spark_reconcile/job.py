@@ -68,7 +68,7 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     data = summary.Collected(counts=counts, lag=lag, histogram=histogram, ordering=ordering, source_gaps=gaps,
                              watermarks=found.watermarks, malformed=found.malformed, records=found.records,
                              samples=samples)
-    paths = {"details": details, "summary": f"{settings.out}/summary.json",
+    paths = {"details": details.path, "summary": f"{settings.out}/summary.json",
              "report": f"{settings.out}/report.html"}
     engine = {"name": "pyspark", "version": spark.version, "master": spark.sparkContext.master,
               "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 DETAIL_COLUMNS = ["target", "entity", "message_id", "partition_key", "status", "p_time", "p_seq", "partition",
                   "ttl_s", "s_first", "s_last", "lag_ms", "spread_ms", "p_copies", "s_copies", "dup_extra",
@@ -14,7 +16,16 @@ DETAIL_COLUMNS = ["target", "entity", "message_id", "partition_key", "status", "
 KINDS = ("missing", "late", "pending", "expired", "orphan", "duplicate")
 
 
-def write_details(classified: DataFrame, out: str, with_processors: bool) -> str:
+@dataclass(frozen=True)
+class Details:
+    """Where the detail tables are and the schema they were written with: a run where every message is ok
+    writes no Parquet file to read a schema back from."""
+
+    path: str
+    schema: T.StructType
+
+
+def write_details(classified: DataFrame, out: str, with_processors: bool) -> Details:
     """`details/kind=<missing|late|pending|expired|orphan|duplicate>/`: every message that is not plainly ok,
     in one write (a duplicated message that is also late is listed under both)."""
     path = f"{out}/details"
@@ -22,17 +33,18 @@ def write_details(classified: DataFrame, out: str, with_processors: bool) -> str
     kinds = F.array_compact(F.array(F.when(F.col("status") != "ok", F.col("status")),
                                     F.when(duplicated, F.lit("duplicate"))))
     columns = DETAIL_COLUMNS + (["processors"] if with_processors else [])
-    (classified.where((F.col("status") != "ok") | duplicated)
-     .withColumn("partition", F.shiftright(F.col("p_seq"), 48))
-     .select(F.explode(kinds).alias("kind"), *columns)
-     .write.mode("overwrite").partitionBy("kind").parquet(path))
-    return path
+    rows = (classified.where((F.col("status") != "ok") | duplicated)
+            .withColumn("partition", F.shiftright(F.col("p_seq"), 48))
+            .select(F.explode(kinds).alias("kind"), *columns))
+    rows.write.mode("overwrite").partitionBy("kind").parquet(path)
+    return Details(path, rows.schema)
 
 
-def samples(spark: SparkSession, details: str, limit: int, with_processors: bool) -> dict[str, list[dict]]:
+def samples(spark: SparkSession, details: Details, limit: int,
+            with_processors: bool) -> dict[str, list[dict]]:
     """The first rows of each list for the report, read back from the (small) detail tables; times as
     epoch micros, never naive datetimes."""
-    rows = spark.read.parquet(details)
+    rows = spark.read.schema(details.schema).parquet(details.path)
 
     def micros(name: str) -> F.Column:
         return F.unix_micros(F.col(name)).alias(name)

@@ -78,3 +78,15 @@ def test_exactly_once_across_regions(spark, tmp_path):
     assert dups == {"m-12": ["primary-1", "secondary-1"], "m-5": ["primary-1"]}
     assert [r["message_id"] for r in summary["samples"]["missing"]] == ["m-3"]
     assert [r["message_id"] for r in summary["samples"]["late"]] == ["m-8"]
+
+
+def test_a_clean_run_passes_with_empty_lists(spark, tmp_path):
+    """Nothing missing, late or duplicated: the detail tables hold no row (and no Parquet file)."""
+    originals = [record("enqueued", "primary", "orders", f"m-{i}", T0 + timedelta(minutes=i))
+                 for i in range(5)]
+    done = [processed("primary", f"m-{i}", timedelta(seconds=1), "primary-1") for i in range(5)]
+    summary, totals = run(spark, tmp_path, "exactly-once", {"primary": originals + done})
+    t = totals["processed"]
+    assert (t["expected"], t["ok"], t["missing"], t["late"], t["dup_keys"]) == (5, 5, 0, 0, 0)
+    assert summary["verdict"] == "pass"
+    assert summary["samples"] == {"missing": [], "late": [], "orphan": [], "duplicates": []}
