@@ -202,20 +202,26 @@ class TriggerRunner:
 
         def register() -> None:
             budget = self.options.lock_renewal.total_seconds() - (time.monotonic() - started)
-            if budget <= 0:
-                return
-            for message in messages:
-                if message.locked_until_utc is None:
-                    continue  # settled meanwhile: nothing left to renew
-                try:
-                    self._renewer.register(receiver, message, max_lock_renewal_duration=budget)
-                except (ValueError, ServiceBusError) as exc:  # settled since the check, or shutting down
-                    log.debug("%s: lock not renewed: %s", self.trigger.function_name, exc)
+            if budget > 0:
+                self._renew_unsettled(receiver, messages, budget)
 
         timer = threading.Timer(max(0.0, remaining), register)
         timer.daemon = True
         timer.start()
         return timer
+
+    def _renew_unsettled(
+        self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage], budget: float
+    ) -> None:
+        """Register the batch's messages that still hold a lock; those settled meanwhile (the batch may be
+        settling while this runs) have none left, and the SDK's renewer refuses them."""
+        for message in messages:
+            if message.locked_until_utc is None:
+                continue
+            try:
+                self._renewer.register(receiver, message, max_lock_renewal_duration=budget)
+            except (ValueError, ServiceBusError) as exc:  # settled since the check, or shutting down
+                log.debug("%s: lock not renewed: %s", self.trigger.function_name, exc)
 
     def _invoke_and_settle(
         self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage]
