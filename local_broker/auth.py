@@ -17,7 +17,7 @@ import hmac
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, quote_plus, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote_plus, unquote, urlencode, urlsplit
 
 from local_broker.engine.errors import UnauthorizedError
 
@@ -67,9 +67,10 @@ class Claim:
 
 
 def _scope_of(audience: str) -> str:
-    parts = urlsplit(audience)
-    path = parts.path if parts.scheme else audience
-    return path.strip("/").lower()
+    """The entity path an audience names: its URI path, whatever the scheme (`sb://`, `https://`, or
+    none: the JS SDK signs supplementary tokens for `host:port`); the query is not part of it."""
+    parts = urlsplit(audience if "://" in audience else "//" + audience)
+    return unquote(parts.path).strip("/").lower()
 
 
 def _sign(key: str, string_to_sign: str) -> str:

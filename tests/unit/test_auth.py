@@ -1,5 +1,10 @@
 """SAS verification: the checks both endpoints rely on."""
 
+import base64
+import hashlib
+import hmac
+from urllib.parse import quote
+
 import pytest
 
 from local_broker.auth import (
@@ -67,3 +72,27 @@ def test_sasl_plain_uses_policy_name_and_key():
 def test_manage_without_send_and_listen_is_not_a_valid_policy():
     with pytest.raises(ValueError, match="Manage"):
         SharedAccessPolicy("odd", "k", frozenset({MANAGE}))
+
+
+def js_token(audience: str, fields: str, policy: SharedAccessPolicy = ROOT) -> str:
+    """A token as the JavaScript SDK writes it: `sr` percent-encoded by encodeURIComponent and signed as
+    encoded, the signature percent-encoded too, fields in the order `fields` names them."""
+    sr = quote(audience, safe="-_.!~*'()")
+    signature = hmac.new(policy.key.encode(), f"{sr}\n{NOW + 60}".encode(), hashlib.sha256).digest()
+    values = {"sr": sr, "sig": quote(base64.b64encode(signature).decode(), safe=""), "se": str(NOW + 60),
+              "skn": policy.name}
+    return "SharedAccessSignature " + "&".join(f"{name}={values[name]}" for name in fields.split(","))
+
+
+def test_audiences_the_javascript_sdk_signs():
+    # The admin client signs each request for its lower-cased URL, query included: the query is no scope.
+    url = "https://127.0.0.1:5300/$resources/queues?$skip=0&$top=100&api-version=2021-05"
+    listing = AUTH.verify_token(js_token(url, "sig,se,skn,sr"), NOW)
+    assert listing.authorizes("$Resources/Queues", MANAGE) and not listing.authorizes("q1", MANAGE)
+    rule = AUTH.verify_token(js_token(
+        "https://127.0.0.1:5300/t1/subscriptions/s1/rules/r1?api-version=2021-05", "sig,se,skn,sr"), NOW)
+    assert rule.authorizes("t1/Subscriptions/s1/Rules/r1", MANAGE)
+    assert not rule.authorizes("t1/Subscriptions/s1", MANAGE)
+    # Its supplementary (forwarding) token names the namespace as host:port, without a scheme.
+    namespace = AUTH.verify_token(js_token("127.0.0.1:5300", "sr,sig,se,skn"), NOW)
+    assert namespace.authorizes("q1", MANAGE) and namespace.authorizes("t1/Subscriptions/s1", MANAGE)

@@ -47,14 +47,6 @@ class Target:
     subscription: str = ""
     rule: str = ""
 
-    @property
-    def entity_path(self) -> str:
-        """The path authorization is checked against."""
-        parts = [self.topic]
-        if self.subscription:
-            parts += ["Subscriptions", self.subscription]
-        return "/".join(p for p in parts if p)
-
 
 def parse_target(path: str) -> Target:
     """Read a (percent-decoded, slash-trimmed) request path."""

@@ -251,8 +251,9 @@ class AdminServer:
                                f"namespace_down={state.namespace_down}).")
         if state.latency_ms:
             time.sleep(state.latency_seconds)
-        target = parse_target("/".join(segments))
-        claim.require(target.entity_path, MANAGE)
+        resource = "/".join(segments)
+        target = parse_target(resource)
+        claim.require(resource, MANAGE)  # the requested resource, as a token's audience names it
         host = headers.get("host") or f"{self._address[0]}:{self._address[1]}"
         request = AdminRequest(method, target, query, body, is_update="if-match" in headers,
                                base_url=f"{scheme}://{host}")
