@@ -162,6 +162,12 @@ QUEUE_OPTIONS = {
 }
 
 
+def returned(endpoint: Endpoint, attribute: str, value):
+    """What the service answers for an option: forwarding destinations as `sb://<namespace>/<entity>`."""
+    forwarding = attribute in ("forward_to", "forward_dead_lettered_messages_to")
+    return f"sb://{endpoint.address}/{value}" if forwarding else value
+
+
 def test_queue_create_get_update_list_delete_round_trips_every_property(endpoint):
     admin = endpoint.client()
     admin.create_queue("orders-archive", auto_delete_on_idle=timedelta(hours=1))
@@ -171,7 +177,7 @@ def test_queue_create_get_update_list_delete_round_trips_every_property(endpoint
     for props in (created, fetched):
         assert props.name == "orders"
         for attribute, value in QUEUE_OPTIONS.items():
-            assert getattr(props, attribute) == value, attribute
+            assert getattr(props, attribute) == returned(endpoint, attribute, value), attribute
         assert props.status == "Active" and props.availability_status == "Available"
         assert props.auto_delete_on_idle >= TIMESPAN_MAX  # a forwarding source never auto-deletes
     assert admin.get_queue("orders-archive").auto_delete_on_idle == timedelta(hours=1)
@@ -189,7 +195,7 @@ def test_queue_create_get_update_list_delete_round_trips_every_property(endpoint
         "SendDisabled",
         "owner=payments",
     )
-    assert updated.forward_dead_lettered_messages_to == "orders-dlq"
+    assert updated.forward_dead_lettered_messages_to == f"sb://{endpoint.address}/orders-dlq"
     assert updated.default_message_time_to_live >= TIMESPAN_MAX
     assert updated.lock_duration == timedelta(seconds=30)
 
@@ -275,7 +281,7 @@ def test_topic_and_subscription_round_trip_every_property(endpoint):
     for props in (created, admin.get_subscription("events", "replicate")):
         assert props.name == "replicate"
         for attribute, value in SUBSCRIPTION_OPTIONS.items():
-            assert getattr(props, attribute) == value, attribute
+            assert getattr(props, attribute) == returned(endpoint, attribute, value), attribute
 
     sub = admin.get_subscription("events", "replicate")
     sub.max_delivery_count = 9

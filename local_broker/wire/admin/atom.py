@@ -7,8 +7,9 @@ Bus uses and the SDK was verified against (servicebus-wire.md 11.6): Atom as the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from urllib.parse import urlencode
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape, quoteattr
 
@@ -61,9 +62,11 @@ def parse_entry(body: bytes) -> ElementTree.Element:
 
 
 def render_entry(base_url: str, path: str, title: str, description: str,
-                 published: datetime | None, updated: datetime | None, author: str) -> bytes:
-    """One entity as an Atom entry (a GET or a successful PUT)."""
-    href = f"{base_url}/{path}?api-version={API_VERSION}"
+                 published: datetime | None, updated: datetime | None, author: str,
+                 api_version: str = API_VERSION) -> bytes:
+    """One entity as an Atom entry (a GET or a successful PUT). Clients read names back from the `<id>`
+    (the JS SDK splits it on `/Subscriptions/` and `/Rules/`), so `path` is spelled as Service Bus does."""
+    href = f"{base_url}/{path}?{urlencode({'api-version': api_version})}"
     return (
         f'<entry xmlns="{ATOM_NS}"><id>{text(href)}</id><title type="text">{text(title)}</title>'
         f"<published>{format_timestamp(published)}</published><updated>{format_timestamp(updated)}</updated>"
@@ -72,15 +75,16 @@ def render_entry(base_url: str, path: str, title: str, description: str,
     ).encode()
 
 
-def render_feed(base_url: str, path: str, entries: Iterable[bytes], updated: datetime | None,
-                next_skip: int | None, top: int) -> bytes:
-    """A list page; a second `<link rel="next">` carrying `$skip`/`$top` makes the SDK fetch another."""
-    self_href = f"{base_url}/{path}"
+def render_feed(base_url: str, path: str, title: str, query: Mapping[str, str], entries: Iterable[bytes],
+                updated: datetime | None, next_skip: int | None, top: int) -> bytes:
+    """A list page, its `<id>` and self link the request's URL. A second `<link rel="next">` carrying
+    `$skip`/`$top` (written `%24skip`, as Service Bus does) makes the SDKs fetch another page."""
+    self_href = f"{base_url}/{path}?{urlencode(query, safe='$')}" if query else f"{base_url}/{path}"
     links = f'<link rel="self" href={quoteattr(self_href)}/>'
     if next_skip is not None:
-        next_href = f"{self_href}?$skip={next_skip}&$top={top}&api-version={API_VERSION}"
-        links += f'<link rel="next" href={quoteattr(next_href)}/>'
-    head = (f'<feed xmlns="{ATOM_NS}"><title type="text">{text(path)}</title><id>{text(self_href)}</id>'
+        paging = {"$skip": next_skip, "$top": top, "api-version": query.get("api-version", API_VERSION)}
+        links += f'<link rel="next" href={quoteattr(f"{base_url}/{path}?{urlencode(paging)}")}/>'
+    head = (f'<feed xmlns="{ATOM_NS}"><title type="text">{text(title)}</title><id>{text(self_href)}</id>'
             f"<updated>{format_timestamp(updated)}</updated>{links}")
     return head.encode() + b"".join(entries) + b"</feed>"
 

@@ -185,8 +185,15 @@ def _parse_value(field: Field, raw: str) -> Any:
         ) from exc
 
 
+def forwarding_as_uris(values: Mapping[str, Any], namespace_uri: str) -> dict[str, Any]:
+    """Forwarding destinations as Service Bus returns them: `sb://<namespace>/<entity>`."""
+    return {**values, **{f.attribute: f"{namespace_uri}/{values[f.attribute]}"
+                         for f in (_FORWARD, _FORWARD_DLQ) if values.get(f.attribute)}}
+
+
 def render_description(kind: str, values: Mapping[str, Any]) -> str:
-    """The description element for a response; attributes missing from `values` (or None) are left out."""
+    """The description element for a response; attributes missing from `values` (or None) are left out,
+    but for timestamps."""
     parts = []
     for field in SCHEMAS[kind]:
         if field is COUNT_DETAILS:
@@ -194,6 +201,8 @@ def render_description(kind: str, values: Mapping[str, Any]) -> str:
             parts.append(f'<CountDetails xmlns:d2p1="{COUNTS_NS}">{counts}</CountDetails>')
         elif field is AUTHORIZATION_RULES:
             parts.append("<AuthorizationRules/>")
+        elif field.type is TIMESTAMP:  # always present (clients require them); never = DateTime.MinValue
+            parts.append(element(field.element, format_timestamp(values.get(field.attribute))))
         elif field is not DEFAULT_RULE and values.get(field.attribute) is not None:
             parts.append(element(field.element, field.type.render(values[field.attribute])))
     return f'<{kind} xmlns="{SB_NS}" xmlns:i="{XSI_NS}">{"".join(parts)}</{kind}>'

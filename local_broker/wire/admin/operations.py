@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from local_broker.engine import (
     ArgumentError,
@@ -111,6 +112,11 @@ def _page(query: Mapping[str, str]) -> tuple[int, int]:
     return skip, top
 
 
+def _api_version(request: AdminRequest) -> str:
+    """Entries name themselves with the api-version they were asked with, as Service Bus does."""
+    return request.query.get("api-version") or atom.API_VERSION
+
+
 def _fields(value: Any) -> dict[str, Any]:
     """A dataclass's fields as a flat dict (nested values kept as they are, unlike `asdict`)."""
     return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
@@ -157,8 +163,8 @@ class Operations:
             if method == "PUT":
                 kind, parsed = put_body or parse_put_body(request)
                 return self._put(request, kind, parsed)
-            return AdminResponse(200, self._render(request.base_url, self.run_on_engine(
-                lambda ns: self._read(ns, target))))
+            entry = self.run_on_engine(lambda ns: self._read(ns, target))
+            return AdminResponse(200, self._render(request, entry))
         raise _MethodNotAllowed(f"{method} is not supported on this path.")
 
     # --- reads ------------------------------------------------------------------------------------
@@ -167,12 +173,12 @@ class Operations:
         """One entity or rule as it stands; `kind` says queue or topic when the caller knows."""
         if target.kind == "rule":
             rule = ns.get_rule(target.topic, target.subscription, target.rule)
-            path = f"{target.topic}/subscriptions/{target.subscription}/rules/{rule.name}"
+            path = f"{target.topic}/Subscriptions/{target.subscription}/Rules/{rule.name}"
             return Entry("RuleDescription", rule.name, path, rule, rule.created_at, rule.created_at)
         if target.kind == "subscription":
             props = ns.get_subscription(target.topic, target.subscription)
             runtime = ns.get_subscription_runtime_properties(target.topic, target.subscription)
-            return _entity_entry("SubscriptionDescription", f"{target.topic}/subscriptions/{props.name}",
+            return _entity_entry("SubscriptionDescription", f"{target.topic}/Subscriptions/{props.name}",
                                  props, runtime)
         if kind != "TopicDescription":
             try:
@@ -186,13 +192,15 @@ class Operations:
         runtime = ns.get_topic_runtime_properties(target.topic)
         return _entity_entry("TopicDescription", props.name, props, runtime)
 
-    def _render(self, base_url: str, entry: Entry) -> bytes:
+    def _render(self, request: AdminRequest, entry: Entry) -> bytes:
         if entry.kind == "RuleDescription":
             body = rule_codec.render_rule(entry.values)
         else:
-            body = descriptions.render_description(entry.kind, entry.values)
-        return atom.render_entry(base_url, entry.path, entry.title, body, entry.published, entry.updated,
-                                 self.namespace_name)
+            namespace_uri = "sb://" + urlsplit(request.base_url).netloc
+            body = descriptions.render_description(
+                entry.kind, descriptions.forwarding_as_uris(entry.values, namespace_uri))
+        return atom.render_entry(request.base_url, entry.path, entry.title, body, entry.published,
+                                 entry.updated, self.namespace_name, _api_version(request))
 
     def _list(self, request: AdminRequest) -> AdminResponse:
         target = request.target
@@ -213,11 +221,14 @@ class Operations:
 
         entries = self.run_on_engine(read_page)
         more = len(entries) > top
-        path = {"queues": "$Resources/queues", "topics": "$Resources/topics",
-                "subscriptions": f"{target.topic}/subscriptions"}.get(
-            target.kind, f"{target.topic}/subscriptions/{target.subscription}/rules")
-        rendered = [self._render(request.base_url, e) for e in entries[:top]]
-        body = atom.render_feed(request.base_url, path, rendered, None, skip + top if more else None, top)
+        title, path = {
+            "queues": ("Queues", "$Resources/Queues"),
+            "topics": ("Topics", "$Resources/Topics"),
+            "subscriptions": ("Subscriptions", f"{target.topic}/Subscriptions"),
+        }.get(target.kind, ("Rules", f"{target.topic}/Subscriptions/{target.subscription}/Rules"))
+        rendered = [self._render(request, e) for e in entries[:top]]
+        body = atom.render_feed(request.base_url, path, title, request.query, rendered, None,
+                                skip + top if more else None, top)
         return AdminResponse(200, body, atom.FEED_CONTENT_TYPE)
 
     def _namespace_info(self, request: AdminRequest) -> AdminResponse:
@@ -230,7 +241,8 @@ class Operations:
                 f"{atom.element('Name', info.name)}"
                 f"{atom.element('NamespaceType', info.namespace_type)}</NamespaceInfo>")
         return AdminResponse(200, atom.render_entry(request.base_url, "$namespaceinfo", info.name, body,
-                                                    info.created_at, info.modified_at, self.namespace_name))
+                                                    info.created_at, info.modified_at, self.namespace_name,
+                                                    _api_version(request)))
 
     # --- writes -----------------------------------------------------------------------------------
 
@@ -256,7 +268,7 @@ class Operations:
             return self._read(ns, target, kind)
 
         entry = self.run_on_engine(write)
-        return AdminResponse(200 if update else 201, self._render(request.base_url, entry))
+        return AdminResponse(200 if update else 201, self._render(request, entry))
 
     def _delete(self, ns: Any, target: Target) -> None:
         if target.kind == "rule":

@@ -253,7 +253,8 @@ def test_description_elements_follow_the_canonical_order():
     order = [child.tag.removeprefix(f"{{{atom.SB_NS}}}") for child in description]
     canonical = [f.element for f in descriptions.QUEUE_FIELDS]
     assert order == [e for e in canonical if e in order]
-    assert "AccessedAt" not in order  # never accessed: left out rather than invented
+    # never accessed: DateTime.MinValue, as Service Bus writes it (the JS SDK requires every timestamp)
+    assert description.findtext(f"{{{atom.SB_NS}}}AccessedAt") == "0001-01-01T00:00:00Z"
 
 
 def test_topic_entry_runtime():
@@ -296,11 +297,14 @@ def test_rules_round_trip_through_the_sdk(rule):
 
 
 def test_feed_paging_links_and_error_body():
-    feed = atom.render_feed(BASE, "$Resources/queues", [queue_entry()], None, next_skip=100, top=100)
+    query = {"$skip": "0", "$top": "100", "api-version": "2024-05"}
+    feed = atom.render_feed(BASE, "$Resources/Queues", "Queues", query, [queue_entry()], None, next_skip=100,
+                            top=100)
     parsed = QueueDescriptionFeed.deserialize(ElementTree.fromstring(feed))
     assert len(parsed.entry) == 1 and len(parsed.link) == 2
-    assert "$skip=100" in parsed.link[1].href and "$top=100" in parsed.link[1].href
-    last_page = atom.render_feed(BASE, "x", [], None, None, 100)
+    assert parsed.link[0].href == f"{BASE}/$Resources/Queues?$skip=0&$top=100&api-version=2024-05"
+    assert parsed.link[1].href == f"{BASE}/$Resources/Queues?%24skip=100&%24top=100&api-version=2024-05"
+    last_page = atom.render_feed(BASE, "x", "Queues", {}, [], None, None, 100)
     last = QueueDescriptionFeed.deserialize(ElementTree.fromstring(last_page))
     assert len(last.link) == 1 and not last.entry
     error = ServiceBusManagementError.deserialize(ElementTree.fromstring(atom.render_error(409, "a < b")))
