@@ -170,6 +170,10 @@ def parse_description(description: ElementTree.Element) -> tuple[str, dict[str, 
         field = by_element.get(name)
         if field is DEFAULT_RULE:
             values["default_rule"] = rule_codec.parse_rule(child, default_name=None)
+        elif field is AUTHORIZATION_RULES and len(child):
+            raise ArgumentError("Entity-level authorization rules are not supported by the local broker; "
+                                "authorize with the namespace's shared access policies.",
+                                property_name="authorization_rules")
         elif field is not None and field.settable:
             values[field.attribute] = _parse_value(field, child.text or "")
     return kind, values

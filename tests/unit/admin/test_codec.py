@@ -131,6 +131,15 @@ def test_update_ignores_read_only_elements_and_reads_max_value():
     QueueProperties(name="q1", **values)
 
 
+def test_entity_authorization_rules_are_refused_not_dropped():
+    assert parse(HEAD + "<QueueDescription><AuthorizationRules /></QueueDescription>" + TAIL) == (
+        "QueueDescription", {})
+    rule = ('<AuthorizationRules><AuthorizationRule xsi:type="SharedAccessAuthorizationRule"><ClaimType>'
+            "SharedAccessKey</ClaimType><KeyName>reader</KeyName></AuthorizationRule></AuthorizationRules>")
+    with pytest.raises(ArgumentError, match="authorization rules"):
+        parse(HEAD + f"<QueueDescription>{rule}</QueueDescription>" + TAIL)
+
+
 def test_topic_and_subscription_bodies():
     _, topic = parse(HEAD + "<TopicDescription><DefaultMessageTimeToLive>P1D</DefaultMessageTimeToLive>"
                      "<SupportOrdering>true</SupportOrdering><EnablePartitioning>true</EnablePartitioning>"
