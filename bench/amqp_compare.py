@@ -1,32 +1,45 @@
-"""The local broker side by side with a broker people trust, through one lean AMQP 1.0 client.
+"""sbfed's broker side by side with RabbitMQ, through the project's lean AMQP 1.0 client (amqp_client.py).
 
-    python bench/amqp_compare.py [-n 10000] [--reps 3] [--sync full|normal] [--rabbitmq] [--bench PATH]
+    python bench/amqp_compare.py [-n 10000] [--reps 3] [--warmup 5000] [--sync full|normal]
+                                 [--without-rabbitmq]
 
-Runs the shared proton benchmark client (`../shared/bench/amqp_bench.py suite`: send, receive, and both at
-once; at-least-once; 1 KB durable messages) unchanged against
-- sbfed's broker with its durable SQLite store, the client authenticating with SASL PLAIN (policy name and
-  key as user and password, as Service Bus accepts);
-- with --rabbitmq, a private RabbitMQ node (Debian's `rabbitmq-server` with the `rabbitmq_amqp1_0`
-  plugin, a durable classic queue), started on a free port and stopped afterwards.
-Prints the median msg/s and broker CPU per message of each phase, with the reference figures measured
-on this 2-core machine for context.
+Each repetition runs three phases of N 1 KB durable messages, at-least-once (sender window 1000, receiver
+prefetch 100), every client in its own process:
+  send        one sender; msg/s from its first transfer to the last accepted outcome;
+  receive     one receiver of what was sent; msg/s from its attach to the last settlement;
+  concurrent  a receiver and a sender released at the same moment; N / (last received - first sent).
+Broker CPU per message is the broker process's utime + stime (/proc/PID/stat) across the phase; client CPU
+is what the client processes report. After the phases a drain checks nothing was left or delivered twice.
+Brokers, each a private process on a free loopback port, stopped afterwards:
+- sbfed's broker with its durable SQLite store (`--sync`), the client authenticating with SASL PLAIN (policy
+  name and key as user and password, as Service Bus accepts);
+- RabbitMQ (Debian's `rabbitmq-server` with its `rabbitmq_amqp1_0` plugin, a durable classic queue) when
+  installed (`bash scripts/ensure-rabbitmq.sh` installs it); otherwise one line says so and only that
+  comparison is skipped.
+Prints the medians, then the reference figures recorded earlier on this machine, then one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_BENCH = ROOT.parent / "shared" / "bench" / "amqp_bench.py"
+from wire import process_cpu, start_broker  # bench/wire.py: `sbfed broker serve` as its own process
+
+CLIENT = Path(__file__).resolve().with_name("amqp_client.py")
+RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # Debian's /usr/sbin wrapper runs as rabbitmq
 KEY = "YmVuY2gtY29tcGFyZS1rZXk="
 TOPOLOGY = f"""namespaces:
   bench:
@@ -35,11 +48,96 @@ TOPOLOGY = f"""namespaces:
     queues:
       bench: {{}}
 """
-REFERENCE = {  # medians measured on this machine (msg/s): send, receive, concurrent
+# medians (msg/s: send, receive, concurrent) on this 2-core machine, 2026-11-22, by the proton client this one
+# replaced (same phases and settings; on the same RabbitMQ in one run, 2026-11-23, both spent the same client
+# and broker CPU per message within ~10 %, so these stay comparable)
+REFERENCE = {
     "RabbitMQ 3.10 (durable classic queue)": (8600, 7700, 5500),
     "proton example broker (in memory)": (4100, 8300, 2100),
 }
-PHASES = ("send", "recv", "concurrent")
+PHASES = ("send", "receive", "concurrent")
+FIGURES = ("msgs_per_s", "broker_cpu_per_msg", "client_cpu_per_msg")
+LEAD_S = 2.0  # concurrent phase: time for both clients to attach before the sender is released
+
+
+@dataclass(frozen=True)
+class Broker:
+    label: str
+    pid: int  # the process whose CPU is the broker's
+    url: str
+    address: str
+    user: str
+    password: str
+
+
+def client(broker: Broker, role: str, n: int, *extra: str) -> list[str]:
+    return [sys.executable, str(CLIENT), role, "--url", broker.url, "--address", broker.address, "--user",
+            broker.user, "--password", broker.password, "-n", str(n), *extra]
+
+
+def start(command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def outcome(process: subprocess.Popen) -> dict:
+    """The JSON line of a client once it has exited; a failed client stops the bench."""
+    out, err = process.communicate()
+    lines = out.strip().splitlines()
+    if process.returncode != 0:
+        raise SystemExit(f"client {process.args[2]} failed ({process.returncode}): "
+                         f"{lines[-1] if lines else ''} {err[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def phase(broker: Broker, name: str, n: int) -> dict:
+    """One phase of n messages: msg/s, broker and client CPU seconds per message."""
+    if name == "concurrent":
+        start_at = time.time() + LEAD_S
+        clients = [start(client(broker, "receive", n)),
+                   start(client(broker, "send", n, "--start-at", repr(start_at)))]
+        time.sleep(max(0.0, start_at - time.time()))  # broker CPU from the moment the sender is released
+        before = process_cpu(broker.pid)
+    else:
+        before = process_cpu(broker.pid)
+        clients = [start(client(broker, name, n))]
+    results = [outcome(c) for c in clients]
+    broker_cpu = process_cpu(broker.pid) - before
+    seconds = results[0]["finished"] - results[-1]["started"]
+    return {"msgs_per_s": n / seconds, "broker_cpu_per_msg": broker_cpu / n,
+            "client_cpu_per_msg": sum(r["cpu_s"] for r in results) / n}
+
+
+def suite(broker: Broker, options: argparse.Namespace) -> dict:
+    """Warm-up, --reps x the three phases, a drain; the min/median/max of every figure per phase."""
+    print(f"== {broker.label}", flush=True)
+    if options.warmup:
+        phase(broker, "send", options.warmup)
+        phase(broker, "receive", options.warmup)
+    runs: dict[str, list[dict]] = {name: [] for name in PHASES}
+    for rep in range(options.reps):
+        for name in PHASES:
+            figures = phase(broker, name, options.n)
+            runs[name].append(figures)
+            print(f"  rep {rep + 1} {name:<11} {figures['msgs_per_s']:8.0f} msg/s   broker "
+                  f"{figures['broker_cpu_per_msg'] * 1e6:6.1f} us/msg   client "
+                  f"{figures['client_cpu_per_msg'] * 1e6:6.1f} us/msg", flush=True)
+    left = outcome(start(client(broker, "receive", 0)))["messages"]
+    if left:
+        raise SystemExit(f"{broker.label}: {left} messages left after the phases (delivered twice?)")
+    return {name: {key: {"min": min(v), "median": statistics.median(v), "max": max(v)}
+                   for key in FIGURES for v in [[r[key] for r in runs[name]]]}
+            for name in PHASES}
+
+
+@contextlib.contextmanager
+def sbfed(workdir: Path, sync: str) -> Iterator[Broker]:
+    proc, namespace = start_broker(workdir, False, sync, TOPOLOGY)
+    try:
+        yield Broker(f"sbfed (SQLite, synchronous={sync})", proc.pid, f"amqp://127.0.0.1:{namespace['amqp_port']}",
+                     "bench", "RootManageSharedAccessKey", KEY)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
 
 
 def free_port() -> int:
@@ -52,45 +150,13 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"the broker exited with {proc.returncode}")
+            raise SystemExit(f"RabbitMQ exited with {proc.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
         except OSError:
             time.sleep(0.5)
     raise SystemExit(f"nothing listens on port {port} after {timeout}s")
-
-
-def run_suite(bench: Path, label: str, url: str, address: str, user: str, password: str, broker_pid: int,
-              args: argparse.Namespace, out: Path) -> dict:
-    command = [sys.executable, str(bench), "suite", "--url", url, "--address", address, "--user", user,
-               "--password", password, "--broker-pid", str(broker_pid), "-n", str(args.n), "--reps",
-               str(args.reps), "--label", label, "--out", str(out)]
-    print(f"== {label}", flush=True)
-    subprocess.run(command, check=True)
-    return json.loads(out.read_text())["summary"]
-
-
-def bench_sbfed(bench: Path, args: argparse.Namespace, workdir: Path) -> dict:
-    topology = workdir / "topology.yaml"
-    topology.write_text(TOPOLOGY)
-    ready = workdir / "ready.json"
-    command = [sys.executable, "-m", "sbfed.cli", "broker", "serve", "--topology", str(topology), "--data",
-               str(workdir / "sbfed-data"), "--sync", args.sync, "--ready-file", str(ready),
-               "--log-level", "WARNING"]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 30
-        while not ready.exists():
-            if proc.poll() is not None or time.time() > deadline:
-                raise SystemExit("the sbfed broker did not start")
-            time.sleep(0.1)
-        port = json.loads(ready.read_text())[0]["amqp_port"]
-        return run_suite(bench, f"sbfed (SQLite, synchronous={args.sync})", f"amqp://127.0.0.1:{port}",
-                         "bench", "RootManageSharedAccessKey", KEY, proc.pid, args, workdir / "sbfed.json")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
 
 
 def erlang_vm(root: int) -> int:
@@ -113,61 +179,69 @@ def erlang_vm(root: int) -> int:
     raise SystemExit("no Erlang VM found under the RabbitMQ start script")
 
 
-def bench_rabbitmq(bench: Path, args: argparse.Namespace, workdir: Path) -> dict:
-    # Debian's /usr/sbin wrapper switches to the rabbitmq user; the real script runs a private node as us.
-    server = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-    if not Path(server).exists():
-        raise SystemExit("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+@contextlib.contextmanager
+def rabbitmq(workdir: Path) -> Iterator[Broker]:
+    """A private RabbitMQ node with the AMQP 1.0 plugin, run as this user by the package's start script."""
     base = workdir / "rabbitmq"
     base.mkdir()
     plugins = base / "enabled_plugins"
     plugins.write_text("[rabbitmq_amqp1_0].\n")
     port = free_port()
     env = dict(os.environ, RABBITMQ_NODENAME=f"sbfedbench{port}@localhost",
-               RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
-               RABBITMQ_NODE_PORT=str(port), RABBITMQ_DIST_PORT=str(free_port()),
+               RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODE_PORT=str(port),
+               RABBITMQ_DIST_PORT=str(free_port()),
                RABBITMQ_MNESIA_BASE=str(base / "mnesia"), RABBITMQ_LOG_BASE=str(base / "log"),
                RABBITMQ_ENABLED_PLUGINS_FILE=str(plugins), RABBITMQ_CONFIG_FILE=str(base / "rabbitmq"),
                HOME=str(base))
-    proc = subprocess.Popen([server], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen([str(RABBITMQ_SERVER)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_for_port(port, proc, 120)
         time.sleep(2)  # plugins finish booting after the listener opens
-        pid = erlang_vm(proc.pid)
-        return run_suite(bench, "RabbitMQ (durable classic queue)", f"amqp://127.0.0.1:{port}",
-                         "/queue/bench", "guest", "guest", pid, args, workdir / "rabbitmq.json")
+        yield Broker("RabbitMQ (durable classic queue)", erlang_vm(proc.pid), f"amqp://127.0.0.1:{port}",
+                     "/queue/bench", "guest", "guest")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(60)
 
 
-def main() -> int:
+def rabbitmq_installed() -> bool:
+    plugins = RABBITMQ_SERVER.parents[1].glob("lib/*/plugins/rabbitmq_amqp1_0*")
+    return RABBITMQ_SERVER.exists() and any(plugins)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=10000, help="messages per phase")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=5000, help="messages sent and received first, untimed")
     parser.add_argument("--sync", choices=("full", "normal"), default="full", help="sbfed SQLite durability")
-    parser.add_argument("--rabbitmq", action="store_true", help="also run a private RabbitMQ node")
-    parser.add_argument("--bench", type=Path, default=DEFAULT_BENCH, help="path of amqp_bench.py")
-    args = parser.parse_args()
-    if not args.bench.exists():
-        raise SystemExit(f"{args.bench} not found (--bench PATH)")
+    parser.add_argument("--without-rabbitmq", action="store_true", help="measure sbfed's broker only")
+    options = parser.parse_args(argv)
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="sbfed-amqp-compare-") as tmp:
-        results["sbfed"] = bench_sbfed(args.bench, args, Path(tmp))
-        if args.rabbitmq:
-            results["rabbitmq"] = bench_rabbitmq(args.bench, args, Path(tmp))
-    print(f"\nmedians, n={args.n} x {args.reps} reps, 1 KB durable messages (msg/s; broker CPU us/msg)")
+        with sbfed(Path(tmp), options.sync) as broker:
+            results[broker.label] = suite(broker, options)
+        if options.without_rabbitmq:
+            pass
+        elif not rabbitmq_installed():
+            print("RabbitMQ comparison skipped: rabbitmq-server with its AMQP 1.0 plugin is not installed "
+                  "(bash scripts/ensure-rabbitmq.sh installs it)", flush=True)
+        else:
+            with rabbitmq(Path(tmp)) as broker:
+                results[broker.label] = suite(broker, options)
+    print(f"\nmedians, n={options.n} x {options.reps} reps, 1 KB durable messages, bench/amqp_client.py "
+          "(msg/s; broker CPU per message)")
     print(f"{'broker':<44}" + "".join(f"{p:>22}" for p in PHASES))
-    for name, summary in results.items():
-        cells = "".join(f"{summary[p]['msgs_per_s']['median']:>12.0f}; "
-                        f"{summary[p]['broker_cpu_per_msg']['median'] * 1e6:>6.0f} us" for p in PHASES)
-        print(f"{name:<44}{cells}")
-    for name, figures in REFERENCE.items():
-        print(f"{'reference: ' + name:<44}" + "".join(f"{f:>12}{'':>10}" for f in figures))
-    print(json.dumps({"n": args.n, "reps": args.reps, "results": results}))
+    for label, summary in results.items():
+        print(f"{label:<44}" + "".join(f"{summary[p]['msgs_per_s']['median']:>12.0f}; "
+                                        f"{summary[p]['broker_cpu_per_msg']['median'] * 1e6:>6.0f} us"
+                                        for p in PHASES))
+    for label, figures in REFERENCE.items():
+        print(f"{'reference: ' + label:<44}" + "".join(f"{f:>12}{'':>10}" for f in figures))
+    print(json.dumps({"n": options.n, "reps": options.reps, "results": results}))
     return 0
 
 

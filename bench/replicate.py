@@ -9,7 +9,8 @@ prefetch 200, batches of 100, peek-lock, complete after the send), raw and repli
   replication - function_app.py run by the local Functions host over the same backlog;
   lag         - a producer at a steady rate while the host replicates: target EnqueuedTimeUtc minus the
                 source's (the `repl-enqueued-time` stamp), p50/p99.
-Target: replication at 80 % or more of the raw pipe rate.
+Target: replication at 80 % or more of the raw pipe rate (printed; exit status 1 only when a lag-phase
+message never reached the target).
 
     .venv/bin/python bench/replicate.py [--messages 3000] [--rounds 3] [--lag-rate 200] [--lag-seconds 10]
 """
@@ -197,7 +198,7 @@ def main() -> int:
         f"p99 {percentile(lags, 0.99) * 1000:.1f} ms"
         f"  ({len(lags)} messages at {args.lag_rate:.0f} msg/s)"
     )
-    return 0 if ratio >= 0.8 else 1
+    return 0 if len(lags) == int(args.lag_rate * args.lag_seconds) else 1
 
 
 if __name__ == "__main__":

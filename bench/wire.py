@@ -46,9 +46,11 @@ def own_cpu() -> float:
     return times.user + times.system
 
 
-def start_broker(workdir: Path, in_memory: bool, sync: str) -> tuple[subprocess.Popen, dict]:
+def start_broker(workdir: Path, in_memory: bool, sync: str, topology_text: str = TOPOLOGY
+                 ) -> tuple[subprocess.Popen, dict]:
+    """`sbfed broker serve` as its own process; returns it and its first namespace's ready-file entry."""
     topology = workdir / "topology.yaml"
-    topology.write_text(TOPOLOGY)
+    topology.write_text(topology_text)
     ready = workdir / "ready.json"
     store = ["--in-memory"] if in_memory else ["--data", str(workdir / "data"), "--sync", sync]
     command = [sys.executable, "-m", "sbfed.cli", "broker", "serve", "--topology", str(topology), *store,
