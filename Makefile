@@ -1,15 +1,18 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-# Both create .venv, install the pinned dependencies and check Java (Spark needs 17+).
+# Both create .venv, install the pinned dependencies, check Java (Spark needs 17+) and Node.js 18+, and install
+# the JavaScript SDK the compatibility tests drive (tests/compat/js, from its lockfile).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+JS := tests/compat/js
+JS_STAMP := $(JS)/node_modules/.installed-stamp
 # CI runs the slow suites too; a developer's default run skips them (`make test-all` runs everything).
 PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 
-.PHONY: setup demo test test-all lint bench clean java
+.PHONY: setup demo test test-all lint bench clean java node
 
-setup: $(STAMP) java
+setup: $(STAMP) java $(JS_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +22,13 @@ $(STAMP): pyproject.toml constraints.txt
 
 java:
 	@bash scripts/ensure-java.sh
+
+node:
+	@bash scripts/ensure-node.sh
+
+$(JS_STAMP): $(JS)/package-lock.json | node
+	npm ci --prefix $(JS) --no-audit --no-fund --loglevel=error
+	touch $(JS_STAMP)
 
 demo: setup
 	$(VENV)/bin/sbfed demo
@@ -42,4 +52,4 @@ bench: setup
 	if [ -n "$$failed" ]; then echo "failed: $${failed#, }"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info $(JS)/node_modules

@@ -33,11 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
-from replication_harness import HOST_OPTIONS, brokers, functions_host, send_all, settings_for
+from replication_harness import HOST_OPTIONS, functions_host, send_all, settings_for
 
 from replicators.host.stats import percentile
 from replicators.message import decode_application_properties
 from replicators.stamps import origin_enqueued_time
+from tests.broker_process import brokers
 
 BATCH = 100
 PREFETCH = 200

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
@@ -23,8 +22,7 @@ from azure.servicebus import (
     ServiceBusReceiveMode,
 )
 
-from patterns.drills.broker import BrokerNamespace, read_ready_file
-from patterns.drills.processes import SbfedProcess
+from patterns.drills.broker import BrokerNamespace
 from replicators.host.host import FunctionsHost
 from replicators.host.hostjson import ServiceBusHostOptions
 from replicators.message import CONTENT_FIELDS, decode_application_properties
@@ -34,8 +32,6 @@ RECEIVE_AND_DELETE = ServiceBusReceiveMode.RECEIVE_AND_DELETE
 APP = REPO / "function_app.py"
 SESSIONS = 20
 PARTITION_KEYS = 16
-BROKER_READY_SECONDS = 60
-BROKER_STOP_SECONDS = 30
 
 
 def topology(
@@ -103,28 +99,6 @@ def topology(
         )
         raw["audit"] = {"sink": audit}
     return raw
-
-
-@contextmanager
-def brokers(
-    raw_topology: Mapping[str, Any], directory: Path
-) -> Iterator[tuple[dict[str, BrokerNamespace], Path]]:
-    """`sbfed broker serve` in a process of its own, as users run it. Not in the test's process: the SDK
-    busy-waits for every settlement's outcome, and a broker sharing the GIL with several such receivers
-    answers each one ~100 ms late (locks then expire in the prefetch buffers)."""
-    path, ready = directory / "topology.yaml", directory / "broker-ready.json"
-    path.write_text(yaml.safe_dump(dict(raw_topology)))
-    process = SbfedProcess(
-        "`sbfed broker serve`",
-        ["broker", "serve", "--topology", str(path), "--in-memory", "--ready-file", str(ready),
-         "--log-level", "WARNING"],
-        directory / "broker.log",
-    )
-    process.start(ready.exists, BROKER_READY_SECONDS)
-    try:
-        yield read_ready_file(ready), path
-    finally:
-        process.stop(BROKER_STOP_SECONDS)
 
 
 def settings_for(namespaces: Mapping[str, BrokerNamespace], topology_path: Path) -> dict[str, str]:

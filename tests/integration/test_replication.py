@@ -10,7 +10,6 @@ import time
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from replication_harness import (
-    brokers,
     drain_queue_sessions,
     drain_subscription,
     functions_host,
@@ -21,6 +20,8 @@ from replication_harness import (
     settings_for,
     topology,
 )
+
+from tests.broker_process import brokers
 
 
 def check_sessions_in_order(replicas) -> None:

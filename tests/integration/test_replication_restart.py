@@ -15,7 +15,6 @@ import pytest
 from replication_harness import (
     APP,
     REPO,
-    brokers,
     drain_subscription,
     keyed_message,
     mismatches,
@@ -23,6 +22,8 @@ from replication_harness import (
     topology,
 )
 from replication_harness import settings_for as broker_settings
+
+from tests.broker_process import brokers
 
 
 def start_host(tmp_path, settings, log_name: str) -> subprocess.Popen:
