@@ -54,7 +54,7 @@ def start_broker(workdir: Path, in_memory: bool, sync: str, topology_text: str =
     ready = workdir / "ready.json"
     store = ["--in-memory"] if in_memory else ["--data", str(workdir / "data"), "--sync", sync]
     command = [sys.executable, "-m", "sbfed.cli", "broker", "serve", "--topology", str(topology), *store,
-               "--ready-file", str(ready), "--log-level", "WARNING"]
+               "--amqp-port", "0", "--admin-port", "0", "--ready-file", str(ready), "--log-level", "WARNING"]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
     deadline = time.time() + 30
     while not ready.exists():

@@ -1,12 +1,17 @@
 """`sbfed broker ...`: run the local Service Bus-compatible broker.
 
-    sbfed broker serve --topology FILE [--data DIR [--sync full|normal] | --in-memory] [--host 127.0.0.1]
+    sbfed broker serve [--topology FILE] [--data DIR [--sync full|normal] | --in-memory]
+                       [--amqp-port 5672] [--admin-port 5300] [--host 127.0.0.1]
                        [--print-json] [--ready-file PATH] [--log-level INFO]
     sbfed broker fault ...            inject faults into a running namespace (local_broker.fault_cli)
 
-Prints one line per namespace with its AMQP connection string, admin connection string and certificate
-(`--print-json`: one JSON object per line; `--ready-file`: the same JSON list written to a file once every
-port is bound, for scripts and drills). Runs until SIGINT/SIGTERM, then shuts down cleanly.
+With no arguments it stands in for the official Service Bus emulator: one namespace (`sbemulatorns`), AMQP
+on 5672, management and `/health` on 5300, `RootManageSharedAccessKey` with the key `SAS_KEY_VALUE`, durable
+in the default data directory. A topology file (or the emulator's Config.json) gets the same defaults
+unless it says otherwise. Prints one block per namespace with its connection strings (`--print-json`: one
+JSON object per line; `--ready-file`: the same JSON list written to a file once every port is bound, for
+scripts and drills). Runs until SIGINT/SIGTERM, then shuts down cleanly. An invalid topology prints one
+line per problem and exits 2; a port already taken exits 1.
 """
 
 from __future__ import annotations
@@ -19,8 +24,21 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
-from local_broker.topology import TopologyError
+from local_broker.endpoints import DEFAULT_ADMIN_PORT, DEFAULT_AMQP_PORT, PortChoice
+from topology import NamespaceSpec, Topology, TopologyError
+
+
+def default_data_dir() -> Path:
+    """`$XDG_DATA_HOME/sbfed/broker`, else `~/.local/share/sbfed/broker`."""
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "sbfed" / "broker"
+
+
+def emulator_topology() -> Topology:
+    """What the official emulator hosts with an empty Config.json: one namespace, no entities."""
+    return Topology(namespaces={"sbemulatorns": NamespaceSpec("sbemulatorns")}, source="(no topology)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,15 +46,28 @@ def _parser() -> argparse.ArgumentParser:
                                      description="The local Service Bus-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     sub.add_parser("fault", help="inject faults into a running namespace (see `sbfed broker fault --help`)")
-    serve = sub.add_parser("serve",
-                           help="host the namespaces of a topology file (or an emulator Config.json)")
-    serve.add_argument("--topology", required=True, help="topology YAML/JSON, or the emulator's Config.json")
+    serve = sub.add_parser(
+        "serve", help="host the namespaces of a topology file (or an emulator Config.json)",
+        description="With no arguments: the official emulator's equivalent (namespace sbemulatorns, AMQP on "
+                    f"{DEFAULT_AMQP_PORT}, management and /health on {DEFAULT_ADMIN_PORT}, "
+                    "RootManageSharedAccessKey=SAS_KEY_VALUE), durable in the default data directory "
+                    f"({default_data_dir()}). Ports and keys, once chosen, are kept in the data directory.")
+    serve.add_argument("--topology", help="topology YAML/JSON, or the emulator's Config.json (default: one "
+                                          "namespace sbemulatorns with no entities)")
     store = serve.add_mutually_exclusive_group()
-    store.add_argument("--data", help="data directory: one SQLite file per namespace and the TLS certificate")
+    store.add_argument("--data", help="data directory: one SQLite file per namespace, the TLS certificate, "
+                                      f"the chosen ports and keys (default: {default_data_dir()})")
     store.add_argument("--in-memory", action="store_true", help="keep everything in memory (throwaway runs)")
     serve.add_argument("--sync", choices=("full", "normal"), default="full",
                        help="durability of --data: full (default) syncs acknowledged sends and changes to "
                             "disk (they survive power loss); normal survives a killed broker process")
+    serve.add_argument("--amqp-port", type=int, metavar="PORT",
+                       help=f"AMQP port of the first namespace the topology does not pin, the next ones +1 "
+                            f"(default: the port kept in the data directory, else {DEFAULT_AMQP_PORT}; "
+                            "0: any free port)")
+    serve.add_argument("--admin-port", type=int, metavar="PORT",
+                       help="management (HTTPS and plain HTTP) and /health port, likewise (default: kept, "
+                            f"else {DEFAULT_ADMIN_PORT}; 0: any free port)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--print-json", action="store_true", help="print each namespace as a JSON line")
     serve.add_argument("--ready-file", help="write the namespaces as JSON to this file once ready")
@@ -54,22 +85,26 @@ def main(argv: list[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from local_broker.server import BrokerServer
 
-    if not args.data and not args.in_memory:
-        print("sbfed broker serve: give --data DIR for a durable broker, or --in-memory", file=sys.stderr)
-        return 2
+    data_dir = None if args.in_memory else (args.data or str(default_data_dir()))
+    ports = PortChoice(args.amqp_port, args.admin_port, DEFAULT_AMQP_PORT, DEFAULT_ADMIN_PORT)
     try:
-        server = BrokerServer(args.topology, data_dir=args.data, in_memory=args.in_memory, host=args.host,
-                              synchronous=args.sync.upper())
-    except (OSError, TopologyError) as exc:
-        print(f"sbfed broker serve: {exc}", file=sys.stderr)
+        server = BrokerServer(args.topology or emulator_topology(), data_dir=data_dir,
+                              in_memory=args.in_memory, host=args.host, synchronous=args.sync.upper(),
+                              ports=ports)
+    except TopologyError as exc:
+        print(exc, file=sys.stderr)
         return 2
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     try:
         server.start()
+    except TopologyError as exc:
+        print(exc, file=sys.stderr)
+        server.stop()
+        return 2
     except OSError as exc:
-        print(f"sbfed broker serve: cannot listen: {exc}", file=sys.stderr)
+        print(f"sbfed broker serve: {exc}", file=sys.stderr)
         server.stop()
         return 1
     # The broker's own objects live for the whole process: keep them out of the collector's scans, and
@@ -82,9 +117,11 @@ def main(argv: list[str]) -> int:
             print(json.dumps(entry), flush=True)
         else:
             print(f"namespace {entry['namespace']}: amqp port {entry['amqp_port']}, "
-                  f"admin port {entry['admin_port']}\n  {entry['connection_string']}\n"
-                  f"  admin: {entry['admin_connection_string']}\n  certificate: {entry['cert_path']}",
-                  flush=True)
+                  f"admin port {entry['admin_port']}\n  {entry['emulator_connection_string']}\n"
+                  f"  admin: {entry['emulator_admin_connection_string']}\n"
+                  f"  certificate (HTTPS): {entry['cert_path']}", flush=True)
+    if not args.print_json:
+        print(f"data: {data_dir or 'in memory'}", flush=True)
     if args.ready_file:
         temporary = args.ready_file + ".tmp"
         with open(temporary, "w", encoding="utf-8") as handle:

@@ -5,7 +5,7 @@ and an `AdminServer` (HTTPS management, control API, `/health`) whose threads ha
 
 Programmatic use (tests, drills):
 
-    server = BrokerServer("topology.yaml")     # or the parsed document (dict); data_dir=... for durable
+    server = BrokerServer("topology.yaml")     # or a dict / `topology.Topology`; data_dir=... for durable
     server.start()
     ns = server.namespaces["primary"]
     ServiceBusClient.from_connection_string(ns.connection_string)
@@ -13,6 +13,9 @@ Programmatic use (tests, drills):
                                                           connection_verify=server.cert_path)
     server.call("primary", lambda namespace: namespace.get_queue_runtime_properties("q1"))
     server.stop()
+
+Ports and keys: `local_broker.endpoints` (`ports=PortChoice(...)`; by default any free port). With a
+`data_dir` the chosen ports and keys are kept in `<data_dir>/broker.json` and reused on the next start.
 
 `data_dir` holds one SQLite file per namespace (`<name>.db`) and the admin TLS certificate; without it
 (or with `in_memory=True`) the engines keep everything in memory and the certificate goes to a
@@ -26,27 +29,31 @@ settlement survives a killed broker, and power loss can only make a settled mess
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from local_broker.auth import MANAGE, NamespaceAuth, SharedAccessPolicy
+from local_broker.endpoints import DEFAULT_AMQP_PORT, Endpoint, PortChoice, choose, read_state, write_state
 from local_broker.engine import NamespaceConfig, SystemClock
 from local_broker.engine.namespace import Namespace
 from local_broker.faults import FaultState, NamespaceFaults
 from local_broker.store import MemoryStore, SqliteStore
 from local_broker.tls import ensure_certificate
-from local_broker.topology import NamespaceSpec, apply_entities, load, parse
+from local_broker.topology import apply_entities, check_sql
 from local_broker.wire.admin.server import AdminServer
 from local_broker.wire.amqp.endpoint import NamespaceEndpoint
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import EngineThread
 from local_broker.wire.amqp.sasl import SaslListener
+from topology import NamespaceSpec, Topology, add_check, load, parse
 
 log = logging.getLogger("local_broker.server")
 T = TypeVar("T")
@@ -76,10 +83,35 @@ class HostedNamespace:
         return (f"Endpoint=sb://{self.host}:{self.admin_port};SharedAccessKeyName={self.policy.name};"
                 f"SharedAccessKey={self.policy.key}")
 
+    @property
+    def emulator_connection_string(self) -> str:
+        """The official emulator's form (`Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;`), the
+        port left out when it is the emulator's 5672."""
+        port = "" if self.amqp_port == DEFAULT_AMQP_PORT else f":{self.amqp_port}"
+        return (f"Endpoint=sb://{_client_host(self.host)}{port};SharedAccessKeyName={self.policy.name};"
+                f"SharedAccessKey={self.policy.key};UseDevelopmentEmulator=true;")
+
+    @property
+    def emulator_admin_connection_string(self) -> str:
+        return (f"Endpoint=sb://{_client_host(self.host)}:{self.admin_port};SharedAccessKeyName="
+                f"{self.policy.name};SharedAccessKey={self.policy.key};UseDevelopmentEmulator=true;")
+
     def describe(self) -> dict[str, Any]:
         return {"namespace": self.name, "amqp_port": self.amqp_port, "admin_port": self.admin_port,
                 "connection_string": self.connection_string,
-                "admin_connection_string": self.admin_connection_string, "cert_path": self.cert_path}
+                "admin_connection_string": self.admin_connection_string,
+                "emulator_connection_string": self.emulator_connection_string,
+                "emulator_admin_connection_string": self.emulator_admin_connection_string,
+                "cert_path": self.cert_path}
+
+
+def _client_host(host: str) -> str:
+    """The name clients use: `localhost` for a loopback or wildcard bind (the certificate names it)."""
+    return "localhost" if host in ("127.0.0.1", "::1", "0.0.0.0", "::", "localhost") else host
+
+
+class PortInUseError(OSError):
+    """A port the broker must listen on is taken; the message names it and how to choose another."""
 
 
 class WalSync:
@@ -110,16 +142,31 @@ def _connection_policy(policies: list[SharedAccessPolicy]) -> SharedAccessPolicy
     return next((p for p in policies if MANAGE in p.rights), policies[0])
 
 
+@contextmanager
+def _naming_taken_port(port: int, what: str, option: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise PortInUseError(f"port {port} ({what}) is already in use; choose another with {option}") \
+            from None
+
+
 class BrokerServer:
     """Hosts the namespaces of a topology; see the module docstring."""
 
-    def __init__(self, topology: str | os.PathLike[str] | dict | list[NamespaceSpec],
+    def __init__(self, topology: str | os.PathLike[str] | dict | Topology,
                  data_dir: str | None = None, in_memory: bool | None = None, host: str = "127.0.0.1",
-                 synchronous: str = "FULL") -> None:
+                 synchronous: str = "FULL", ports: PortChoice | None = None) -> None:
+        add_check(check_sql)
         if isinstance(topology, str | os.PathLike):
-            self.specs = load(topology)
-        else:
-            self.specs = parse(topology) if isinstance(topology, dict) else list(topology)
+            topology = load(topology)
+        elif isinstance(topology, dict):
+            topology = parse(topology)
+        self.topology = topology
+        self.specs = list(topology.namespaces.values())
+        self.ports = ports or PortChoice()
         self.data_dir = data_dir
         self.in_memory = data_dir is None or bool(in_memory)  # default: durable when data_dir is given
         self.host = host
@@ -137,27 +184,35 @@ class BrokerServer:
             self._temp_dir = cert_dir
         certificate = ensure_certificate(cert_dir)
         self.cert_path = str(certificate.cert_path)
+        durable = None if self.in_memory else self.data_dir
+        endpoints = choose(self.specs, self.ports, read_state(durable), self.host, self.topology.source)
         for spec in self.specs:
-            self._host(spec, certificate)
+            self._host(spec, endpoints[spec.name], certificate)
         self.thread.start()
-        for admin in self._admins:
-            admin.start()
-        for hosted, admin in zip(self.namespaces.values(), self._admins, strict=True):
+        for (name, hosted), admin in zip(self.namespaces.items(), self._admins, strict=True):
+            with _naming_taken_port(endpoints[name].admin_port, f"the admin port of namespace {name}",
+                                    endpoints[name].admin_option):
+                admin.start()
             hosted.admin_port = admin.port
             log_event(log, logging.INFO, "namespace-ready", **hosted.describe())
+        if durable is not None:
+            write_state(durable, {name: (h.amqp_port, h.admin_port, endpoints[name].policies)
+                                  for name, h in self.namespaces.items()})
 
-    def _host(self, spec: NamespaceSpec, certificate: Any) -> None:
+    def _host(self, spec: NamespaceSpec, chosen: Endpoint, certificate: Any) -> None:
         engine, sync = self._open_engine(spec)
-        apply_entities(engine, spec)
+        apply_entities(engine, spec, self.topology.source)
         engine.commit()
         if sync is not None:
             sync()
             self.thread.on_closing(sync.close)
-        auth = NamespaceAuth(spec.policies)
+        auth = NamespaceAuth(chosen.policies)
         faults = NamespaceFaults()
         endpoint = NamespaceEndpoint(spec.name, engine, auth, self.thread, faults, sync)
-        listener = SaslListener(self.thread.container, self.host, spec.amqp_port, auth, endpoint,
-                                endpoint.accept_connection, faults)
+        what = f"the AMQP port of namespace {spec.name}"
+        with _naming_taken_port(chosen.amqp_port, what, chosen.amqp_option):
+            listener = SaslListener(self.thread.container, self.host, chosen.amqp_port, auth, endpoint,
+                                    endpoint.accept_connection, faults)
         self.thread.on_closing(listener.close)
         self.thread.on_closing(endpoint.close)
         self.thread.on_closing(engine.close)
@@ -166,17 +221,18 @@ class BrokerServer:
         def run_on_engine(fn: Callable[[Any], T], engine: Any = engine) -> T:
             return self.thread.call(lambda: fn(engine))
 
-        admin = AdminServer(spec.name, self.host, spec.admin_port, str(certificate.cert_path),
+        admin = AdminServer(spec.name, self.host, chosen.admin_port, str(certificate.cert_path),
                             str(certificate.key_path), auth, run_on_engine, faults)
         self._admins.append(admin)
         self.namespaces[spec.name] = HostedNamespace(
-            name=spec.name, host=self.host, amqp_port=listener.port, admin_port=spec.admin_port,
-            policy=_connection_policy(spec.policies), cert_path=str(certificate.cert_path), engine=engine,
+            name=spec.name, host=self.host, amqp_port=listener.port, admin_port=chosen.admin_port,
+            policy=_connection_policy(chosen.policies), cert_path=str(certificate.cert_path), engine=engine,
             faults=faults, endpoint=endpoint)
 
     def _open_engine(self, spec: NamespaceSpec) -> tuple[Any, WalSync | None]:
         """The engine of a namespace, and how to flush its commits to disk (None: nothing to flush)."""
-        config = NamespaceConfig(name=spec.name, max_message_size_in_kilobytes=spec.max_message_size_kb)
+        config = NamespaceConfig(name=spec.name,
+                                 max_message_size_in_kilobytes=spec.local.get("max_message_size_kb", 256))
         if self.in_memory:
             return Namespace.open(MemoryStore(), config=config, clock=SystemClock()), None
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)

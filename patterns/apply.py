@@ -13,8 +13,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from patterns.diff import Change, NamespaceState, action_key, filter_key, plan, sdk_action, sdk_filter
-from patterns.durations import iso_duration
-from patterns.topology import NamespaceSpec, Topology
+from topology import NamespaceSpec, Topology
+from topology.durations import format_duration
 
 APPLIED_OPS = ("create", "update", "delete")
 SYMBOLS = {"create": "+", "update": "~", "delete": "-", "extra": "?", "conflict": "!"}
@@ -55,8 +55,10 @@ def read_state(client: ServiceBusAdministrationClient, desired: NamespaceSpec) -
 
 
 def execute(client: ServiceBusAdministrationClient, change: Change) -> None:
-    """Carry out one planned change; `extra` and `conflict` are only reported."""
+    """Carry out one planned change; `extra` and `conflict` are only reported. The SDK creates entities
+    Active: a declared status is set by an update right after."""
     path, props = change.path, dict(change.properties)
+    status = props.pop("status", None) if change.op == "create" else None
     match (change.op, change.kind):
         case ("create", "queue"):
             client.create_queue(path[0], **props)
@@ -81,6 +83,8 @@ def execute(client: ServiceBusAdministrationClient, change: Change) -> None:
                 getattr(client, f"delete_{kind}")(*path)
             except ResourceNotFoundError:
                 pass  # already gone: what a delete wants
+    if status is not None:
+        execute(client, Change("update", change.kind, path, {"status": status}))
 
 
 def apply_topology(
@@ -150,7 +154,7 @@ def _rule_text(change: Change) -> str:
 
 def _text(value: Any) -> str:
     if isinstance(value, dt.timedelta):
-        return iso_duration(value)
+        return format_duration(value)
     if isinstance(value, tuple) and value and value[0] in ("true", "false"):
         return value[0]
     if isinstance(value, tuple) and value and value[0] == "sql":

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from patterns.topology import NamespaceSpec, QueueSpec, RuleSpec, SubscriptionSpec, TopicSpec, Topology
+from topology import NamespaceSpec, QueueSpec, RuleSpec, SubscriptionSpec, TopicSpec, Topology
 
 # Loop prevention by the broker (seed: all-active): the replication subscription takes only messages that
 # were never replicated and marks its copy, which the replicator carries to the peer.

@@ -12,7 +12,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 from patterns import federation, recipes
 from patterns.apply import apply_topology
 from patterns.building import connection_setting
-from patterns.topology import Topology, TopologyError, dump_topology, load_topology
+from topology import Topology, TopologyError, dump, load
 
 # pattern -> how it reads --namespaces
 PATTERNS = {
@@ -103,7 +103,10 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         return _generate(args) if args.action == "generate" else _apply(args)
-    except (TopologyError, ValueError) as err:
+    except TopologyError as err:  # one line per problem, each naming the file
+        print(err, file=sys.stderr)
+        return 2
+    except ValueError as err:
         print(f"sbfed topology {args.action}: {err}", file=sys.stderr)
         return 2
     except AzureError as err:
@@ -115,7 +118,7 @@ def main(argv: list[str]) -> int:
 def _generate(args: argparse.Namespace) -> int:
     args.namespaces = [n.strip() for n in args.namespaces.split(",") if n.strip()]
     topology = build_pattern(args)
-    dump_topology(topology, args.out)
+    dump(topology, args.out)
     replicate = sum(1 for t in topology.tasks if t["kind"] == "replicate")
     print(f"wrote {args.out}: {args.pattern} over {', '.join(topology.namespaces)} "
           f"({replicate} replication task(s), {len(topology.tasks) - replicate} audit task(s))")
@@ -123,11 +126,11 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    topology = load_topology(args.topology)
+    topology = load(args.topology)
     given = dict(_pair(n, "--namespace", "NAME=CONNECTION_STRING") for n in args.namespace)
     unknown = sorted(set(given) - set(topology.namespaces))
     if unknown:
-        raise TopologyError(f"--namespace {', '.join(unknown)}: not in {args.topology} "
+        raise ValueError(f"--namespace {', '.join(unknown)}: not in {args.topology} "
                             f"(it declares {', '.join(topology.namespaces)})")
     verify: str | bool = False if args.insecure else (args.verify or True)
     clients = {name: _client(name, given.get(name), topology, verify) for name in topology.namespaces}
@@ -149,10 +152,10 @@ def _client(name: str, connection_string: str | None, topology: Topology,
     from_env = next((os.environ[s] for s in settings if os.environ.get(s)), None)
     connection_string = connection_string or from_env
     if not connection_string:
-        raise TopologyError(f"namespace '{name}' has no connection string: pass "
+        raise ValueError(f"namespace '{name}' has no connection string: pass "
                             f"--namespace {name}=<connection string> or set {' or '.join(settings)}")
     if "usedevelopmentemulator=true" in connection_string.replace(" ", "").lower():
-        raise TopologyError(f"namespace '{name}': that is an AMQP connection string (UseDevelopmentEmulator);"
+        raise ValueError(f"namespace '{name}': that is an AMQP connection string (UseDevelopmentEmulator);"
                             " the admin client needs the HTTPS management endpoint: for the local broker pass"
                             " its admin connection string (`sbfed broker serve --print-json` shows it)")
     return ServiceBusAdministrationClient.from_connection_string(connection_string, connection_verify=verify)

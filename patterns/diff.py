@@ -11,7 +11,6 @@ true/false filter equals the SQL filter `1=1`/`1=0` the service stores for it.
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,14 +20,14 @@ from azure.servicebus.management import (
     CorrelationRuleFilter,
     FalseRuleFilter,
     RuleProperties,
-    ServiceBusAdministrationClient,
     SqlRuleAction,
     SqlRuleFilter,
     TrueRuleFilter,
 )
 
-from patterns.durations import iso_duration, parse_duration
-from patterns.topology import NamespaceSpec, RuleSpec, TopologyError
+from topology import NamespaceSpec, RuleSpec
+from topology.durations import format_duration, parse_duration
+from topology.schema import CORRELATION_FIELDS, PROPERTIES
 
 DEFAULT_RULE = "$Default"
 DURATION_TOLERANCE = dt.timedelta(milliseconds=1)  # the service keeps 100 ns ticks, Python microseconds
@@ -39,21 +38,8 @@ IMMUTABLE = {
     "topic": frozenset({"requires_duplicate_detection", "enable_partitioning"}),
     "subscription": frozenset({"requires_session"}),
 }
-CORRELATION_FIELDS = ("correlation_id", "message_id", "to", "reply_to", "label", "session_id",
-                      "reply_to_session_id", "content_type")
-
-
-def _settable(method: str) -> frozenset[str]:
-    """The properties a topology may declare: the keyword arguments of the admin client's create call."""
-    parameters = inspect.signature(getattr(ServiceBusAdministrationClient, method)).parameters.values()
-    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
-
-
-SETTABLE = {
-    "queue": _settable("create_queue") - {"authorization_rules"},
-    "topic": _settable("create_topic") - {"authorization_rules"},
-    "subscription": _settable("create_subscription"),
-}
+DURATIONS = frozenset(name for table in PROPERTIES.values() for name, spec in table.items()
+                      if spec.kind == "duration")
 
 
 @dataclass(frozen=True)
@@ -132,12 +118,7 @@ def _find_rules(rules: Mapping[tuple[str, str], dict[str, RuleProperties]], path
 
 
 def _entity(kind: str, path: tuple[str, ...], declared: Mapping[str, Any], current: Any) -> list[Change]:
-    unknown = sorted(set(declared) - SETTABLE[kind])
-    where = f"{kind} '{'/'.join(path)}'"
-    if unknown:
-        known = ", ".join(sorted(SETTABLE[kind]))
-        raise TopologyError(f"{where}: unknown properties {unknown}; a {kind} takes {known}")
-    wanted = {name: _sdk_value(name, value, where) for name, value in declared.items()}
+    wanted = {name: _sdk_value(name, value) for name, value in declared.items()}
     if current is None:
         return [Change("create", kind, path, wanted)]
     differences = tuple(
@@ -153,24 +134,16 @@ def _entity(kind: str, path: tuple[str, ...], declared: Mapping[str, Any], curre
     return [Change("update", kind, path, {d.name: d.desired for d in differences}, differences)]
 
 
-def _sdk_value(name: str, value: Any, where: str) -> Any:
-    """A declared value as the SDK takes it: durations become timedeltas."""
-    if _is_duration(name) and value is not None:
-        try:
-            return parse_duration(value)
-        except ValueError as err:
-            raise TopologyError(f"{where}: {name}: {err}") from err
-    return value
-
-
-def _is_duration(name: str) -> bool:
-    return name in ("lock_duration", "auto_delete_on_idle") or name.endswith(("time_to_live", "time_window"))
+def _sdk_value(name: str, value: Any) -> Any:
+    """A declared value (validated when the topology was read) as the SDK takes it: durations become
+    timedeltas."""
+    return parse_duration(value) if name in DURATIONS and value is not None else value
 
 
 def _same(name: str, actual: Any, desired: Any) -> bool:
     if actual is None or desired is None:
         return actual is None and desired is None
-    if _is_duration(name):
+    if name in DURATIONS:
         return abs(parse_duration(actual) - desired) <= DURATION_TOLERANCE
     if name in FORWARDING:
         return _entity_name(actual) == _entity_name(desired)
@@ -232,11 +205,7 @@ def sdk_filter(rule: RuleSpec) -> SqlRuleFilter | CorrelationRuleFilter:
         return FalseRuleFilter()
     if kind == "sql":
         return SqlRuleFilter(body, parameters=rule.filter.get("parameters") or None)
-    body = body or {}
-    unknown = set(body) - {*CORRELATION_FIELDS, "properties"}
-    if unknown:
-        raise TopologyError(f"rule '{rule.name}': unknown correlation filter fields {sorted(unknown)}")
-    return CorrelationRuleFilter(**body)
+    return CorrelationRuleFilter(**(body or {}))
 
 
 def sdk_action(rule: RuleSpec) -> SqlRuleAction | None:
@@ -265,7 +234,7 @@ def action_key(action: Any) -> str | None:
 
 
 def _frozen(mapping: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    items = ((k, iso_duration(v) if isinstance(v, dt.timedelta) else v) for k, v in mapping.items())
+    items = ((k, format_duration(v) if isinstance(v, dt.timedelta) else v) for k, v in mapping.items())
     return tuple(sorted(items))
 
 

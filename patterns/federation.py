@@ -18,8 +18,8 @@ from patterns.building import (
     distinct,
     replication_target,
 )
-from patterns.durations import iso_duration, parse_duration, timespan_literal
-from patterns.topology import RuleSpec, Topology
+from topology import RuleSpec, Topology
+from topology.durations import format_duration, format_timespan, parse_duration
 
 REPLICATION_RULE = "replication"
 SPILL_TRANSFORM = f"{transforms.__name__}:{transforms.spill_once.__name__}"
@@ -51,13 +51,13 @@ def active_passive(
     distinct([primary, secondary], at_least=2)
     window = parse_duration(ttl)
     build = TopologyBuilder(audit_sink)
-    action = f"{MARK_REPLICATED}; SET sys.TimeToLive = '{timespan_literal(window)}'"
+    action = f"{MARK_REPLICATED}; SET sys.TimeToLive = '{format_timespan(window)}'"
     rule = RuleSpec(REPLICATION_RULE, {"sql": NOT_REPLICATED}, {"sql": action})
     for ns in (primary, secondary):
         build.topic(ns, topic, **replication_target())
         build.consumer(ns, topic)
     build.forward_topic(
-        primary, secondary, topic, rule=rule, ttl=iso_duration(window), marker=REPLICATION_MARKER
+        primary, secondary, topic, rule=rule, ttl=format_duration(window), marker=REPLICATION_MARKER
     )
     for ns in (primary, secondary):
         build.audit_tap(ns, topic)
@@ -77,7 +77,7 @@ def spillover(
         raise ValueError(f"spillover runs over a queue or a subscription, not '{over}'")
     names = distinct(namespaces, at_least=2)
     half = _half(parse_duration(deadline))
-    expiring = {"default_message_time_to_live": iso_duration(half),
+    expiring = {"default_message_time_to_live": format_duration(half),
                 "dead_lettering_on_message_expiration": True}
     if over == "queue":
         source, target = {"queue": entity}, {"queue": entity}
@@ -94,7 +94,7 @@ def spillover(
         peer = names[(index + 1) % len(names)]
         build.replicate(ns, {**source, "dead_letter": True}, peer, target,
                         name=f"{entity}-{ns}-dlq-to-{peer}",
-                        ttl=iso_duration(half), transform=SPILL_TRANSFORM)
+                        ttl=format_duration(half), transform=SPILL_TRANSFORM)
     if over == "subscription":
         for ns in names:
             build.audit_tap(ns, entity)
@@ -103,6 +103,7 @@ def spillover(
 
 def _half(deadline: dt.timedelta) -> dt.timedelta:
     if deadline < dt.timedelta(seconds=2):
-        raise ValueError(f"the processing deadline must be at least 2 seconds, got {iso_duration(deadline)}")
+        raise ValueError("the processing deadline must be at least 2 seconds, got "
+                         f"{format_duration(deadline)}")
     return dt.timedelta(seconds=int(deadline.total_seconds() // 2))
 

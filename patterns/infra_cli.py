@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from patterns.infra_params import HOSTINGS, SKUS, InfraOptions, render_parameters, write_parameters
-from patterns.topology import TopologyError, load_topology
+from topology import TopologyError, load
 
 
 def parse_location_map(text: str) -> dict[str, str]:
@@ -81,7 +81,11 @@ def main(argv: list[str]) -> int:
             app_location=args.app_location,
             operator_principal_id=args.operator_principal_id,
         )
-        topology = load_topology(topology_path)
+        try:
+            topology = load(topology_path)
+        except TopologyError as err:  # one line per problem, each naming the file
+            print(err, file=sys.stderr)
+            return 2
         document = render_parameters(topology, options)
         write_parameters(document, args.out)
     except (OSError, TopologyError) as err:

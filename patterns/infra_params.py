@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patterns.topology import NamespaceSpec, QueueSpec, RuleSpec, Topology, TopologyError
+from topology import NamespaceSpec, QueueSpec, RuleSpec, Topology, TopologyError, creation_order
 
 PARAMETERS_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#"
 
@@ -240,39 +240,10 @@ def _rules(rules: list[RuleSpec], where: str) -> list[dict[str, Any]]:
     return out
 
 
-def _forward_targets(props: dict[str, Any]) -> list[str]:
-    return [props[k] for k in ("forward_to", "forward_dead_lettered_messages_to") if k in props]
-
-
-def _ordered_queues(ns: NamespaceSpec, where: str) -> list[QueueSpec]:
-    """Queues in deployment order: an autoforward target must exist before the queue that forwards to it
-    (Bicep deploys the queues one at a time in this order)."""
-    entities = {q.name.lower() for q in ns.queues} | {t.name.lower() for t in ns.topics}
-    queues = {q.name.lower(): q for q in ns.queues}
-    for owner, props in [(q.name, q.properties) for q in ns.queues] + [
-            (f"{t.name}/{s.name}", s.properties) for t in ns.topics for s in t.subscriptions]:
-        for target in _forward_targets(props):
-            if isinstance(target, str) and target.lower() not in entities:
-                raise InfraError(f"{where}/{owner}: forwards to '{target}', which is not declared in the "
-                                 "namespace")
-    ordered: list[QueueSpec] = []
-    state: dict[str, str] = {}
-
-    def visit(key: str, chain: list[str]) -> None:
-        if state.get(key) == "done":
-            return
-        if state.get(key) == "visiting":
-            raise InfraError(f"{where}: autoforwarding cycle {' -> '.join([*chain, queues[key].name])}")
-        state[key] = "visiting"
-        for target in _forward_targets(queues[key].properties):
-            if isinstance(target, str) and target.lower() in queues:
-                visit(target.lower(), [*chain, queues[key].name])
-        state[key] = "done"
-        ordered.append(queues[key])
-
-    for key in queues:
-        visit(key, [])
-    return ordered
+def _ordered_queues(ns: NamespaceSpec) -> list[QueueSpec]:
+    """Queues in deployment order: an autoforward target before the queue that forwards to it (Bicep
+    deploys the queues one at a time in this order; the topology was checked for cycles when read)."""
+    return [step.spec for step in creation_order(ns) if step.kind == "queue"]  # type: ignore[misc]
 
 
 def _namespace(ns: NamespaceSpec, location: str, sku: str, roles: list[dict[str, str]]) -> dict[str, Any]:
@@ -283,7 +254,7 @@ def _namespace(ns: NamespaceSpec, location: str, sku: str, roles: list[dict[str,
         "sku": sku,
         "queues": [{"name": q.name, "properties": arm_entity_properties("queue", q.properties,
                                                                         f"{where}/queues/{q.name}", sku)}
-                   for q in _ordered_queues(ns, where)],
+                   for q in _ordered_queues(ns)],
         "topics": [{
             "name": t.name,
             "properties": arm_entity_properties("topic", t.properties, f"{where}/topics/{t.name}", sku),

@@ -4,7 +4,7 @@ filtered subscriptions select, replication tasks copy across namespaces, transfo
 from __future__ import annotations
 
 from patterns.building import MARK_REPLICATED, NOT_REPLICATED, TopologyBuilder, distinct
-from patterns.topology import RuleSpec, Topology
+from topology import RuleSpec, Topology
 
 ROUTE_RULE = "route"
 SELECT_ALL = RuleSpec("replicate", {"sql": NOT_REPLICATED}, {"sql": MARK_REPLICATED})

@@ -1,26 +1,24 @@
 """Replication tasks as the topology file declares them (`tasks`, `connections`, `audit`; docs/topology.md).
 
-Only those sections are read here, plus the few entity facts a task needs from `namespaces` (sessions,
-partitioning, max delivery count), so the Functions app can run from the same file the broker and the
-patterns use without importing them.
+The file is read and validated by the `topology` package; only those sections are given meaning here,
+plus the few entity facts a task needs from `namespaces` (sessions, partitioning, max delivery count), so
+the Functions app runs from the same file the broker and the patterns use without importing them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+import topology
 from replicators.copy import CopyOptions
-from replicators.durations import parse_iso_duration
 from replicators.message import Replica
+from topology.durations import parse_duration
 
 TASK_KINDS = ("replicate", "audit")
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
@@ -102,13 +100,9 @@ class Deployment:
 
 
 def load_deployment(path: str | Path) -> Deployment:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TaskConfigError(f"cannot read topology file {path}: {exc.strerror}") from exc
-    raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    return deployment_from_dict(raw or {}, where=str(path))
+    """The tasks of a topology file, which is read and validated as a whole (`topology.load`)."""
+    declared = topology.load(path)
+    return deployment_from_dict(declared.to_dict(), where=declared.source)
 
 
 def deployment_from_dict(raw: Mapping[str, Any], *, where: str = "topology") -> Deployment:
@@ -206,7 +200,7 @@ def _options(raw: Mapping[str, Any], where: str) -> TaskOptions:
     if unknown:
         raise TaskConfigError(f"{where}: unknown options {', '.join(sorted(unknown))}")
     try:
-        ttl = parse_iso_duration(raw["ttl"]) if raw.get("ttl") else None
+        ttl = parse_duration(raw["ttl"]) if raw.get("ttl") else None
     except ValueError as exc:
         raise TaskConfigError(f"{where} options.ttl: {exc}") from exc
     options = TaskOptions(

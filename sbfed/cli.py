@@ -24,6 +24,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Commands that read topology files also check their SQL filters and actions with the broker's rules
+# language: the grammar lives in local_broker, and the topology package imports nothing of the project.
+READS_TOPOLOGY = frozenset({"broker", "topology", "infra", "drill", "demo"})
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sbfed",
@@ -40,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
+        if argv[0] in READS_TOPOLOGY:
+            from local_broker.topology import check_sql
+            from topology import add_check
+
+            add_check(check_sql)
         module = importlib.import_module(COMMANDS[argv[0]][0])
         return int(module.main(argv[1:]) or 0)
     parser = _parser()

@@ -27,7 +27,7 @@ from azure.core.exceptions import AzureError
 
 from patterns.drills.metrics import format_summary
 from patterns.drills.run import DrillResult, DrillSettings, run_drill
-from patterns.durations import parse_duration
+from topology.durations import parse_duration
 
 PATTERNS = ("all-active", "active-passive", "spillover")
 GRACE = "10s"  # a replica later than this after its source is reported late (the outage delays some)

@@ -28,8 +28,8 @@ def brokers(
     path.write_text(yaml.safe_dump(dict(raw_topology)))
     process = SbfedProcess(
         "`sbfed broker serve`",
-        ["broker", "serve", "--topology", str(path), "--in-memory", "--ready-file", str(ready),
-         "--log-level", "WARNING"],
+        ["broker", "serve", "--topology", str(path), "--in-memory", "--amqp-port", "0", "--admin-port", "0",
+         "--ready-file", str(ready), "--log-level", "WARNING"],
         directory / "broker.log",
     )
     process.start(ready.exists, BROKER_READY_SECONDS)

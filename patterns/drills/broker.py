@@ -29,6 +29,7 @@ from patterns.drills.processes import SbfedProcess
 READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 TOKEN_LIFETIME_SECONDS = 3600
+EPHEMERAL_PORTS = ("--amqp-port", "0", "--admin-port", "0")  # a drill never takes the emulator's ports
 
 
 class BrokerError(RuntimeError):
@@ -150,8 +151,8 @@ class BrokerProcess:
         store = ["--in-memory"] if in_memory else ["--data", str(work_dir / "broker-data")]
         self._process = SbfedProcess(
             "`sbfed broker serve`",
-            ["broker", "serve", "--topology", str(self.topology_path), *store, "--ready-file",
-             str(self.ready_path), "--log-level", "INFO"],
+            ["broker", "serve", "--topology", str(self.topology_path), *store, *EPHEMERAL_PORTS,
+             "--ready-file", str(self.ready_path), "--log-level", "INFO"],
             work_dir / "logs" / "broker.log")
 
     def start(self) -> dict[str, BrokerNamespace]:

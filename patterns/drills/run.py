@@ -22,11 +22,11 @@ from patterns.drills.broker import BrokerError, BrokerNamespace, BrokerProcess, 
 from patterns.drills.clients import Tracker, TrackingSink
 from patterns.drills.functions import FunctionsHostProcess
 from patterns.drills.scenarios import SCENARIOS, Scenario, Step
-from patterns.durations import parse_duration
 from patterns.failover import FailoverPolicy
 from patterns.regions import PRIMARY, SECONDARY, Region, sdk_regions
-from patterns.topology import Topology, dump_topology
 from replicators.audit import AuditSink, open_sink
+from topology import Topology, dump
+from topology.durations import parse_duration
 
 AUDIT_SINK_SETTING = "SBFED_AUDIT_SINK"
 QUIET_SECONDS = 3.0  # after everything was processed: time for a late duplicate or bounce to show up
@@ -165,7 +165,7 @@ def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = 
                       policy=FailoverPolicy(probe_interval=settings.probe_interval))
         scenario = SCENARIOS[settings.pattern](drill)
         topology = prepare_topology(scenario, drill.names, settings)
-        dump_topology(topology, out / "topology.yaml")
+        dump(topology, out / "topology.yaml")
         report(f"{settings.pattern}: broker up ({', '.join(drill.names)}); applying the pattern")
         with open(out / "logs" / "apply.log", "w", encoding="utf-8") as apply_log:
             apply_topology(topology, {n: namespaces[n].admin_client() for n in drill.names},

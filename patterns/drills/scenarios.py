@@ -27,11 +27,11 @@ from patterns.drills.clients import (
     Worker,
     recorded,
 )
-from patterns.durations import parse_duration
 from patterns.failover import ConsumerOptions, FailoverConsumer, FailoverProducer
 from patterns.regions import Region
-from patterns.topology import Topology
 from patterns.transforms import AUX_SUFFIX
+from topology import Topology
+from topology.durations import parse_duration
 
 if TYPE_CHECKING:
     from patterns.drills.run import Drill

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from replicators.durations import parse_timespan
+from topology.durations import parse_timespan
 
 
 @dataclass(frozen=True)

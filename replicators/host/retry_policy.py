@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from replicators.durations import parse_timespan
+from topology.durations import parse_timespan
 
 STRATEGIES = ("fixed_delay", "exponential_backoff")
 

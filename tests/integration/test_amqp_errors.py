@@ -23,7 +23,7 @@ from azure.servicebus.exceptions import (
 
 from local_broker.auth import generate_sas_token
 from local_broker.server import BrokerServer
-from local_broker.topology import parse
+from topology import parse
 
 ROOT_KEY = "cm9vdC1rZXktZm9yLXRlc3Rz"
 TOPOLOGY = {"namespaces": {"errors": {

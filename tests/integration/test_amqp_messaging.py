@@ -22,7 +22,7 @@ from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import MessagingEntityNotFoundError
 
 from local_broker.server import BrokerServer
-from local_broker.topology import parse
+from topology import parse
 
 TOPOLOGY = {"namespaces": {"msg": {
     "local": {"max_message_size_kb": 1024},

@@ -16,7 +16,7 @@ from proton import ConnectionException, Message
 from proton.utils import BlockingConnection, LinkDetached
 
 from local_broker.server import BrokerServer
-from local_broker.topology import parse
+from topology import parse
 
 KEY = "cm9idXN0LWtleQ=="
 TOPOLOGY = {"namespaces": {"robust": {

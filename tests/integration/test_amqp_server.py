@@ -18,7 +18,7 @@ from azure.servicebus.exceptions import ServiceBusConnectionError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.server import BrokerServer
-from local_broker.topology import parse
+from topology import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = """
@@ -43,7 +43,7 @@ def _serve(topology: Path, *extra: str) -> tuple[subprocess.Popen, list[dict]]:
     ready = topology.parent / "ready.json"
     ready.unlink(missing_ok=True)
     command = [sys.executable, "-m", "sbfed.cli", "broker", "serve", "--topology", str(topology),
-               "--ready-file", str(ready), *extra]
+               "--ready-file", str(ready), "--amqp-port", "0", "--admin-port", "0", *extra]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
     while not ready.exists():

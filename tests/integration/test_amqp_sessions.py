@@ -8,7 +8,7 @@ from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBu
 from azure.servicebus.exceptions import OperationTimeoutError, SessionCannotBeLockedError
 
 from local_broker.server import BrokerServer
-from local_broker.topology import parse
+from topology import parse
 
 TOPOLOGY = {"namespaces": {"sessions": {
     "queues": {"orders": {"requires_session": True}, "lonely": {"requires_session": True}},

@@ -17,7 +17,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 from patterns.apply import apply_topology
 from patterns.cli import main
 from patterns.federation import active_passive, all_active, spillover
-from patterns.topology import dump_topology, topology_from_dict
+from topology import dump, parse
 
 NAMESPACES = {"namespaces": {n: {"local": {"amqp_port": 0, "admin_port": 0}}
                              for n in ("primary", "secondary")}}
@@ -39,7 +39,7 @@ def admin(broker):
 
 def apply(broker, topology, tmp_path, capsys, *extra):
     path = tmp_path / "topology.yaml"
-    dump_topology(topology, path)
+    dump(topology, path)
     argv = ["apply", "--topology", str(path), "--verify", broker.cert_path, *extra]
     for name in topology.namespaces:
         argv += ["--namespace", f"{name}={broker.namespaces[name].admin_connection_string}"]
@@ -134,7 +134,7 @@ def test_an_immutable_difference_stops_the_run_before_anything_changes(broker, a
 
 
 def test_forwarding_and_durations_compare_as_the_service_answers(broker, admin, tmp_path, capsys):
-    topology = topology_from_dict({"namespaces": {"primary": {"queues": {
+    topology = parse({"namespaces": {"primary": {"queues": {
         "orders": {"forward_dead_lettered_messages_to": "orders-aux", "lock_duration": "PT30S",
                    "auto_delete_on_idle": "P7D", "max_delivery_count": 4},
         "orders-aux": {},
@@ -160,7 +160,7 @@ def test_an_applied_all_active_topology_delivers_every_message_everywhere_once(s
     topology = all_active(list(names), audit_sink=str(tmp_path / "audit"))
     apply_topology(topology, clients, report=lambda line: None)
     path = tmp_path / "all-active.yaml"
-    dump_topology(topology, path)
+    dump(topology, path)
     strings = {n.upper(): server.namespaces[n].connection_string for n in names}
     host = subprocess.Popen([sys.executable, "-m", "sbfed", "functions", "run", "--topology", str(path)],
                             env={**os.environ, **strings}, stdout=subprocess.DEVNULL,

@@ -10,7 +10,7 @@ from typing import Any
 from pycep import BicepParser
 
 from patterns.infra_params import InfraOptions, render_parameters
-from patterns.topology import load_topology
+from topology import load
 
 REPO = Path(__file__).resolve().parents[3]
 INFRA = REPO / "infra"
@@ -58,7 +58,7 @@ def is_loop(node: dict[str, Any]) -> bool:
 
 @functools.cache
 def rendered(pattern: str, hosting: str = "flex") -> dict[str, Any]:
-    topology = load_topology(FIXTURES / f"{pattern}.yaml")
+    topology = load(FIXTURES / f"{pattern}.yaml")
     options = InfraOptions(locations=dict(LOCATIONS), hosting=hosting,
                            topology_file=f"tests/unit/infra/fixtures/{pattern}.yaml")
     return render_parameters(topology, options)

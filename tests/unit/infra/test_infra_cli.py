@@ -64,7 +64,6 @@ def test_the_azd_hook_runs_it_from_the_environment(tmp_path: Path, monkeypatch: 
     (["--location-map", "primary"], "expected <namespace>=<region>"),
     (["--location-map", LOCATION_MAP, "--out", "infra/main.bicepparam"], "only ARM parameter files"),
     (["--location-map", LOCATION_MAP, "--app-root", "sub"], "outside the app root"),
-    (["--location-map", LOCATION_MAP, "--topology", "topologies/missing.yaml"], "missing.yaml"),
 ])
 def test_errors_exit_2_with_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str], args: list[str],
@@ -80,6 +79,22 @@ def test_errors_exit_2_with_a_message(tmp_path: Path, monkeypatch: pytest.Monkey
     err = capsys.readouterr().err
     assert err.startswith("sbfed infra params: error: ") and message in err
     assert not (project / "infra" / "main.parameters.json").exists()
+
+
+def test_an_invalid_topology_prints_its_problems_one_per_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+    args = ["params", "--location-map", LOCATION_MAP, "--topology"]
+    assert infra_cli.main([*args, "topologies/missing.yaml"]) == 2
+    assert capsys.readouterr().err == "topologies/missing.yaml: cannot read: No such file or directory\n"
+    (project / "topologies" / "bad.yaml").write_text(
+        "namespaces:\n  primary:\n    queues:\n      q: {lock_duration: PT10H, max_delivery_cnt: 3}\n")
+    assert infra_cli.main([*args, "topologies/bad.yaml"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "topologies/bad.yaml: primary/q: lock_duration: PT10H is out of range, allowed PT5S to PT5M",
+        "topologies/bad.yaml: primary/q: max_delivery_cnt: unknown property, did you mean "
+        "max_delivery_count?"]
 
 
 def test_local_broker_policies_are_noted_not_deployed(tmp_path: Path,

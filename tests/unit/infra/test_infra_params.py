@@ -9,6 +9,7 @@ import re
 import pytest
 from azure.servicebus.management import ServiceBusAdministrationClient
 
+import topology
 from patterns.infra_params import (
     ARM_PROPERTIES,
     DATA_RECEIVER,
@@ -21,7 +22,7 @@ from patterns.infra_params import (
     arm_rule,
     render_parameters,
 )
-from patterns.topology import RuleSpec, TopologyError, topology_from_dict
+from topology import RuleSpec, Topology, TopologyError
 
 from .bicep import INFRA, PATTERNS, namespace, parse, rendered, values
 
@@ -136,7 +137,7 @@ def test_rules_arm_cannot_carry_are_refused(rule: RuleSpec, message: str) -> Non
 
 
 def _topology(namespaces: dict, tasks: list | None = None, connections: dict | None = None):
-    return topology_from_dict({"namespaces": namespaces, "tasks": tasks or [],
+    return topology.parse({"namespaces": namespaces, "tasks": tasks or [],
                                "connections": connections or {n.upper(): n for n in namespaces}})
 
 
@@ -172,14 +173,15 @@ def test_queues_are_ordered_so_forward_targets_exist_first() -> None:
 
 
 @pytest.mark.parametrize("queues,topics,message", [
-    ({"a": {"forward_to": "nowhere"}}, {}, "forwards to 'nowhere', which is not declared"),
-    ({}, {"t": {"subscriptions": {"s": {"forward_to": "nowhere"}}}}, "t/s: forwards to 'nowhere'"),
-    ({"a": {"forward_to": "b"}, "b": {"forward_to": "a"}}, {}, "autoforwarding cycle a -> b -> a"),
-    ({"a": {"forward_to": "a"}}, {}, "autoforwarding cycle a -> a"),
+    ({"a": {"forward_to": "nowhere"}}, {}, "primary/a: forward_to: 'nowhere' is not declared"),
+    ({}, {"t": {"subscriptions": {"s": {"forward_to": "nowhere"}}}}, "primary/t/s: forward_to: 'nowhere'"),
+    ({"a": {"forward_to": "b"}, "b": {"forward_to": "a"}}, {}, "a -> b -> a is a forwarding cycle"),
+    ({"a": {"forward_to": "a"}}, {}, "a -> a is a forwarding cycle"),
 ])
-def test_forwarding_errors(queues: dict, topics: dict, message: str) -> None:
-    with pytest.raises(InfraError, match=message):
-        _render(_topology({"primary": {"queues": queues, "topics": topics}}))
+def test_forwarding_errors_are_refused_when_the_topology_is_read(queues: dict, topics: dict,
+                                                                  message: str) -> None:
+    with pytest.raises(TopologyError, match=message):
+        _topology({"primary": {"queues": queues, "topics": topics}})
 
 
 # ---------------------------------------------------------------- tasks and roles
@@ -269,7 +271,7 @@ def test_deployment_option_errors() -> None:
     with pytest.raises(InfraError, match="starts with a letter"):
         _render(_topology({"1st": {}}))
     with pytest.raises(InfraError, match="declares no namespaces"):
-        _render(_topology({}))
+        _render(Topology())
 
 
 # ---------------------------------------------------------------- the template's parameters

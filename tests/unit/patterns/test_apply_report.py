@@ -4,7 +4,7 @@ import datetime as dt
 
 from patterns.apply import describe, summary
 from patterns.diff import Change, Difference
-from patterns.topology import RuleSpec
+from topology import RuleSpec
 
 
 def test_each_kind_of_change_reads_as_one_line():

@@ -5,7 +5,7 @@ import pytest
 from patterns.cli import main
 from patterns.federation import active_passive, spillover
 from patterns.recipes import splitting_and_routing
-from patterns.topology import load_topology
+from topology import load
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -21,7 +21,7 @@ from patterns.topology import load_topology
 def test_generate_writes_the_pattern(tmp_path, argv, expected, capsys):
     out = tmp_path / "topology.yaml"
     assert main(["generate", *argv, "--out", str(out)]) == 0
-    assert load_topology(out) == expected
+    assert load(out) == expected
     assert "wrote" in capsys.readouterr().out
 
 

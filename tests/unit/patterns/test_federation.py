@@ -5,8 +5,8 @@ import pytest
 
 from patterns.building import connection_setting
 from patterns.federation import active_passive, all_active, spillover
-from patterns.topology import topology_from_dict
 from replicators.tasks import deployment_from_dict
+from topology import parse
 
 DEDUP = {"requires_duplicate_detection": True, "duplicate_detection_history_time_window": "PT10M"}
 REPLICATION_RULE = {"replication": {"filter": {"sql": "replication IS NULL"},
@@ -116,7 +116,7 @@ def test_spillover_over_three_namespaces_is_a_ring():
 ])
 def test_patterns_round_trip_through_the_file_and_load_as_replication_tasks(build):
     topo = build()
-    assert topology_from_dict(topo.to_dict()) == topo
+    assert parse(topo.to_dict()) == topo
     deployment = deployment_from_dict(topo.to_dict())
     assert [t.name for t in deployment.tasks] == [t["name"] for t in topo.tasks]
     for task in topo.tasks:

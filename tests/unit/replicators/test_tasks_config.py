@@ -6,8 +6,9 @@ import datetime as dt
 
 import pytest
 
-from replicators.durations import parse_iso_duration, parse_timespan
 from replicators.tasks import TaskConfigError, deployment_from_dict, load_callable, load_deployment
+from topology import TopologyError
+from topology.durations import parse_duration, parse_timespan
 
 TOPOLOGY = {
     "namespaces": {
@@ -161,7 +162,7 @@ def test_yaml_and_json_files_load(tmp_path):
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(TOPOLOGY))
     (tmp_path / "t.json").write_text(json.dumps(TOPOLOGY))
     assert load_deployment(tmp_path / "t.yaml") == load_deployment(tmp_path / "t.json")
-    with pytest.raises(TaskConfigError, match="cannot read topology file"):
+    with pytest.raises(TopologyError, match=r"missing\.yaml: cannot read"):
         load_deployment(tmp_path / "missing.yaml")
 
 
@@ -175,12 +176,12 @@ def test_transform_paths_load_with_colon_or_dot():
 
 
 def test_durations():
-    assert parse_iso_duration("PT2M") == dt.timedelta(minutes=2)
-    assert parse_iso_duration("P1DT1H0.5S") == dt.timedelta(days=1, hours=1, seconds=0.5)
+    assert parse_duration("PT2M") == dt.timedelta(minutes=2)
+    assert parse_duration("P1DT1H0.5S") == dt.timedelta(days=1, hours=1, seconds=0.5)
     assert parse_timespan("00:05:00") == dt.timedelta(minutes=5)
     assert parse_timespan("1.02:00:00.80") == dt.timedelta(days=1, hours=2, seconds=0.8)
     for bad in ("P", "PT", "2M", "P1DT"):
         with pytest.raises(ValueError, match="ISO 8601"):
-            parse_iso_duration(bad)
+            parse_duration(bad)
     with pytest.raises(ValueError, match="TimeSpan"):
         parse_timespan("5 minutes")

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from patterns.topology import TopologyError, dump_topology, load_topology, topology_from_dict
+from topology import TopologyError, dump, load, parse
 
 DOC = textwrap.dedent(
     """
@@ -39,7 +39,7 @@ DOC = textwrap.dedent(
 def test_reads_the_documented_format(tmp_path):
     path = tmp_path / "topology.yaml"
     path.write_text(DOC)
-    topo = load_topology(path)
+    topo = load(path)
     primary = topo.namespaces["primary"]
     assert primary.queue("ORDERS").properties["requires_duplicate_detection"] is True
     sub = primary.topic("events").subscriptions[1]
@@ -51,7 +51,7 @@ def test_reads_the_documented_format(tmp_path):
 def test_bare_true_and_false_filter_keys_mean_the_filter_kinds():
     raw = {"namespaces": {"a": {"topics": {"t": {"subscriptions": {"s": {"rules": {
         "all": {"filter": {True: {}}}, "none": {"filter": {False: {}}}}}}}}}}}
-    rules = topology_from_dict(raw).namespaces["a"].topics[0].subscriptions[0].rules
+    rules = parse(raw).namespaces["a"].topics[0].subscriptions[0].rules
     assert [r.filter_kind for r in rules] == ["true", "false"]
 
 
@@ -59,24 +59,44 @@ def test_bare_true_and_false_filter_keys_mean_the_filter_kinds():
 def test_round_trips(tmp_path, suffix):
     src = tmp_path / "in.yaml"
     src.write_text(DOC)
-    topo = load_topology(src)
+    topo = load(src)
     out = tmp_path / f"out{suffix}"
-    dump_topology(topo, out)
-    assert load_topology(out) == topo
+    dump(topo, out)
+    assert load(out) == topo
 
 
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ({"namespacez": {}}, "unknown top-level keys"),
-        ({"namespaces": {"a": {"queuez": {}}}}, "namespaces/a: unknown keys"),
-        ({"namespaces": {"a": {"queues": []}}}, "namespaces/a/queues: expected a mapping"),
-        ({"connections": {"X": "nowhere"}}, "connections/X"),
-        ({"tasks": [{"kind": "replicate"}]}, "each with a name"),
+        ({"namespacez": {}}, "topology: namespacez: unknown key, did you mean namespaces?"),
+        ({"namespaces": {"a": {"queuez": {}}}}, "topology: a: queuez: unknown key, did you mean queues?"),
+        ({"namespaces": {"a": {"queues": []}}}, "topology: a: queues: list where a mapping is expected"),
+        ({"namespaces": {"a": {}}, "connections": {"X": "nowhere"}},
+         "topology: connections/X: namespace 'nowhere' is not declared, allowed: a"),
+        ({"namespaces": {"a": {}}, "tasks": [{"kind": "replicate"}]},
+         "topology: tasks: not a list of mappings each with a name"),
         ({"namespaces": {"a": {"topics": {"t": {"subscriptions": {"s": {"rules": {"r": {
-            "filter": {"sql": "a=1", "true": {}}}}}}}}}}}, "exactly one of"),
+            "filter": {"sql": "a=1", "true": {}}}}}}}}}}},
+         "topology: a/t/s/r: filter: 2 filter kinds, allowed exactly one of sql, correlation, true, false"),
     ],
 )
 def test_malformed_documents_say_where(raw, message):
-    with pytest.raises(TopologyError, match=message):
-        topology_from_dict(raw)
+    with pytest.raises(TopologyError) as caught:
+        parse(raw)
+    assert message in caught.value.problems
+
+
+def test_the_ground_floor_imports_nothing_of_the_project():
+    """ARCHITECTURE.md: the topology package may import the standard library and PyYAML, nothing else."""
+    import ast
+    import sys
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[3] / "topology"
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                root = name.split(".")[0]
+                assert root in sys.stdlib_module_names or root in ("yaml", "topology"), (path.name, name)
