@@ -17,6 +17,9 @@ from local_broker.server import BrokerServer
 
 StartBroker = Callable[..., BrokerServer]
 
+# A user's project that uses the sbfed.testing plugin; tests/integration/test_pytest_plugin.py runs it.
+collect_ignore = ["pytest_plugin_project"]
+
 
 def _starter(directory: Path) -> tuple[StartBroker, list[BrokerServer]]:
     started: list[BrokerServer] = []

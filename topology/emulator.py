@@ -134,7 +134,7 @@ def _rule(raw: Any, sub_where: str, index: int, problems: Problems) -> RuleSpec 
         problems.add(where, "Name", f"'{name}' is not a rule name, allowed {NAME_RULE} (at most "
                      f"{MAX_SEGMENT_NAME})")
     props = _keys(body.get("Properties"), where, "Properties",
-                  ("FilterType", "SqlFilter", "CorrelationFilter", "Action", "ActionType"), problems)
+                  ("FilterType", "SqlFilter", "CorrelationFilter", "Action"), problems)
     kind = props.get("FilterType", "Sql")
     rule = RuleSpec(name)
     if kind == "Correlation":

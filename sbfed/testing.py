@@ -1,0 +1,146 @@
+"""A pytest plugin for your own test suite: a Service Bus broker for the session, in one line.
+
+    pytest -p sbfed.testing                  # or, in a conftest.py: pytest_plugins = ["sbfed.testing"]
+
+Fixtures (session-scoped):
+* `sbfed_broker`: `sbfed broker serve` in its own process, in memory, on free loopback ports; stopped after
+  the session. `.connection_string` (the emulator's form, `UseDevelopmentEmulator=true`),
+  `.admin_connection_string`, `.cert_path` (trust it as `connection_verify`), and `.namespaces` by name.
+* `servicebus_connection_string`: `sbfed_broker.connection_string`.
+
+What it hosts: the topology file given by `--sbfed-topology FILE` (or the `sbfed_topology` ini option; the
+sbfed format or the emulator's Config.json), else one namespace `sbemulatorns`; plus the entities each test
+declares with `@pytest.mark.sbfed_topology({...})` (a namespace's `queues`/`topics`, as in the topology
+file), all merged into the first namespace before the broker starts. An invalid topology stops the session
+with its problems, one line each.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import topology
+
+MARKER = "sbfed_topology"
+DEFAULT_NAMESPACE = "sbemulatorns"
+READY_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+    connection_string: str  # the emulator's form: Endpoint=sb://localhost:<port>;...;UseDevelopmentEmulator=true;
+    admin_connection_string: str  # the management port (HTTPS, plain HTTP too)
+    cert_path: str
+
+
+@dataclass(frozen=True)
+class SbfedBroker:
+    namespaces: dict[str, Namespace]
+
+    @property
+    def first(self) -> Namespace:
+        return next(iter(self.namespaces.values()))
+
+    @property
+    def connection_string(self) -> str:
+        return self.first.connection_string
+
+    @property
+    def admin_connection_string(self) -> str:
+        return self.first.admin_connection_string
+
+    @property
+    def cert_path(self) -> str:
+        return self.first.cert_path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--sbfed-topology", help="topology file (or emulator Config.json) for the sbfed_broker "
+                                              "fixture")
+    parser.addini(MARKER, "topology file (or emulator Config.json) for the sbfed_broker fixture")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(entities): queues/topics the test needs on the session's "
+                                       "sbfed broker (merged into its first namespace)")
+
+
+def _topology_file(config: pytest.Config) -> Path | None:
+    given = config.getoption("--sbfed-topology") or config.getini(MARKER)
+    return Path(config.rootpath, given) if given else None
+
+
+def _document(session: pytest.Session) -> dict[str, Any]:
+    """The topology the session needs: the file's (or the default namespace), plus every test's marker."""
+    path = _topology_file(session.config)
+    document = topology.load(path).to_dict() if path else {"namespaces": {DEFAULT_NAMESPACE: {}}}
+    first = next(iter(document["namespaces"].values()))
+    for item in session.items:
+        for mark in item.iter_markers(MARKER):
+            entities = mark.args[0] if mark.args else mark.kwargs
+            for kind, declared in entities.items():
+                merged = first.setdefault(kind, {})
+                for name, body in (declared or {}).items():
+                    if merged.setdefault(name, body) != body:
+                        raise pytest.UsageError(f"{item.nodeid}: {MARKER} declares {kind} '{name}' "
+                                                "differently from another test")
+    return document
+
+
+@pytest.fixture(scope="session")
+def sbfed_broker(request: pytest.FixtureRequest) -> Iterator[SbfedBroker]:
+    """`sbfed broker serve` for the session (see the module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="sbfed-pytest-") as work:
+        path, ready = Path(work, "topology.json"), Path(work, "ready.json")
+        try:
+            path.write_text(json.dumps(_document(request.session)), encoding="utf-8")
+        except topology.TopologyError as problems:
+            raise pytest.UsageError(str(problems)) from None
+        with Path(work, "broker.log").open("w", encoding="utf-8") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "sbfed.cli", "broker", "serve", "--topology", str(path), "--in-memory",
+                 "--amqp-port", "0", "--admin-port", "0", "--ready-file", str(ready),
+                 "--log-level", "WARNING"],
+                stdout=subprocess.DEVNULL, stderr=log)
+            try:
+                _wait_ready(process, ready, Path(log.name))
+                yield SbfedBroker({entry["namespace"]: Namespace(
+                    entry["namespace"], entry["emulator_connection_string"],
+                    entry["emulator_admin_connection_string"], entry["cert_path"])
+                    for entry in json.loads(ready.read_text(encoding="utf-8"))})
+            finally:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(STOP_TIMEOUT_SECONDS)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+
+def _wait_ready(process: subprocess.Popen[bytes], ready: Path, log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while not ready.exists():
+        if process.poll() is not None:
+            raise pytest.UsageError(f"sbfed broker serve exited with {process.returncode}:\n"
+                                    f"{log.read_text(encoding='utf-8')}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sbfed broker serve was not ready within {READY_TIMEOUT_SECONDS:.0f} s")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def servicebus_connection_string(sbfed_broker: SbfedBroker) -> str:
+    """The session broker's connection string (first namespace), as the emulator's documented form."""
+    return sbfed_broker.connection_string
