@@ -131,6 +131,7 @@ def _one_screen(result: dict) -> str:
             f"  {'+'.join(c['sources'])} -> {c['target']}: expected {t['expected']}, ok {t['ok']}, "
             f"late {t['late']}, "
             f"pending {t['pending']}, missing {t['missing']}, expired {t['expired']}, orphan {t['orphan']}, "
+            f"originals at target {t['original']}, "
             f"duplicates {t['dup_keys']} (+{t['dup_extra']} copies); lag p50/p99/max ms "
             f"{lag.get('p50')}/{lag.get('p99')}/{lag.get('max')}")
     lines += [f"  FAIL: {reason}" for reason in result["failures"]]

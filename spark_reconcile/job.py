@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from functools import reduce
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from spark_reconcile import classify, metrics, outputs, report, summary
 from spark_reconcile.config import Settings, to_micros
@@ -28,24 +28,41 @@ class _Phases:
         self._last = now
 
 
-def run(spark: SparkSession, settings: Settings) -> dict:
-    phases = _Phases()
-    now_us = to_micros(settings.now or datetime.now(UTC))
+def grouped_records(spark: SparkSession, settings: Settings) -> DataFrame:
+    """The one read and the one shuffle: every log's records grouped by message key (not cached)."""
     read_start, read_end = settings.window.read_range(settings.lookahead)
     logs = reduce(lambda a, b: a.unionByName(b),
                   [read_log(spark, log, read_start, read_end) for log in settings.logs])
+    return classify.group(classify.with_roles(logs, settings), settings)
+
+
+def inventory(spark: SparkSession, grouped: DataFrame, settings: Settings) -> metrics.Inventory:
+    """Records, malformed records, watermarks and (replica mode) the source's capture gaps."""
+    targets = [c.target for c in classify.roles(settings).comparisons]
+    window = tuple(None if t is None else to_micros(t) for t in (settings.window.start, settings.window.end))
+    source = settings.source if settings.mode == "replica" else None
+    return metrics.inventory(grouped, settings.tags(), targets, source, window, spark)
+
+
+def classified_keys(grouped: DataFrame, found: metrics.Inventory, settings: Settings) -> DataFrame:
+    """One row per comparison and message key with its status, lag and duplicate counts (not cached)."""
+    keyed = classify.per_comparison(classify.merge(grouped, settings), settings)
+    return classify.classify(keyed, found.frame, found.sent_logs, settings)
+
+
+def run(spark: SparkSession, settings: Settings) -> dict:
+    phases = _Phases()
+    now_us = to_micros(settings.now or datetime.now(UTC))
     comparisons = classify.roles(settings).comparisons
     exactly_once = settings.mode == "exactly-once"
 
-    # The one read and the one shuffle: records grouped by message key, cached, counted for the inventory
-    # (records, malformed, watermarks); then one row per comparison and key, classified, cached.
-    grouped = classify.group(classify.with_roles(logs, settings), settings)
-    grouped = grouped.persist(StorageLevel.MEMORY_AND_DISK)
-    found = metrics.inventory(grouped, settings.tags(), [c.target for c in comparisons], spark)
+    # Grouped records cached once and counted for the inventory (records, malformed, watermarks) and the
+    # source's capture gaps; then one row per comparison and key, classified, cached.
+    grouped = grouped_records(spark, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    found = inventory(spark, grouped, settings)
     phases.done("group_inventory")
 
-    classified = (classify.classify(classify.per_comparison(grouped, settings), found.frame, settings)
-                  .persist(StorageLevel.MEMORY_AND_DISK))
+    classified = classified_keys(grouped, found, settings).persist(StorageLevel.MEMORY_AND_DISK)
     cube = metrics.cube(classified).persist(StorageLevel.MEMORY_AND_DISK)
     counts = metrics.counts(cube)
     grouped.unpersist()
@@ -57,7 +74,6 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     phases.done("lag")
 
     ordering = metrics.ordering(classified)
-    gaps = metrics.source_gaps(classified, comparisons[0].target) if settings.mode == "replica" else []
     phases.done("ordering")
 
     details = outputs.write_details(classified, settings.out, exactly_once)
@@ -65,9 +81,10 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     samples = outputs.samples(spark, details, settings.list_limit, exactly_once)
     phases.done("details")
 
-    data = summary.Collected(counts=counts, lag=lag, histogram=histogram, ordering=ordering, source_gaps=gaps,
+    data = summary.Collected(counts=counts, lag=lag, histogram=histogram, ordering=ordering,
+                             source_gaps=found.source_gaps,
                              watermarks=found.watermarks, malformed=found.malformed, records=found.records,
-                             samples=samples)
+                             sent_logs=found.sent_logs, samples=samples)
     paths = {"details": details.path, "summary": f"{settings.out}/summary.json",
              "report": f"{settings.out}/report.html"}
     engine = {"name": "pyspark", "version": spark.version, "master": spark.sparkContext.master,

@@ -10,45 +10,81 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 BUCKET_RATIO = 1.02
 _FLOOR_MS = 0.001  # lags are whole microseconds
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
-COUNTERS = ("n", "dup_extra", "dup_keys", "source_dup_extra", "p_rows", "s_rows")
+COUNTERS = ("n", "dup_extra", "dup_keys", "source_dup_extra", "p_rows", "s_rows", "unsent")
 _COUNTER_MASK = (1 << 48) - 1
-_WALK_KEYS = ("target", "entity", "partition")
+_WALK_KEYS = ("target", "origin", "entity", "partition")
 
 
 @dataclass(frozen=True)
 class Inventory:
-    """What was read: records and malformed records per log, and the targets' watermarks."""
+    """What was read: records and malformed records per log, the targets' watermarks and the source's
+    SequenceNumber gaps."""
 
     records: dict[str, int]
     malformed: dict[str, int]
+    sent_logs: set[str]  # targets whose logs hold `sent` records (replica mode)
     watermarks: dict[tuple[str, str], int]  # (target, entity) -> latest arrival, epoch micros, as found
     frame: DataFrame  # (target, entity, wm_us) for every entity, for the classification join
+    source_gaps: list[dict]
 
 
-def inventory(grouped: DataFrame, tags: list[str], targets: list[str], spark: SparkSession) -> Inventory:
-    """Read from the grouped keys (no second read of the logs): records per log, malformed records (NULL
-    entity) and each target's latest arrival per entity. An entity a target never saw gets the target's
-    overall watermark in `frame`, so a silent entity still turns old messages into gaps."""
-    found = (grouped.groupBy("entity")
+def inventory(grouped: DataFrame, tags: list[str], targets: list[str], source: str | None,
+              window: tuple[int | None, int | None], spark: SparkSession) -> Inventory:
+    """One pass over the grouped records (no second read of the logs): records per log, malformed records
+    (NULL entity), `sent` records per target log, each target's latest arrival per entity and, in replica
+    mode (`source`), the SequenceNumber gaps in the source log itself. An entity a target never saw gets the
+    target's overall watermark in `frame`, so a silent entity still turns old messages into gaps."""
+    sent = [t for t in targets if f"s_sent__{t}" in grouped.columns]
+    gap = _gap_partition(source, *window)
+    found = (grouped.groupBy("entity", gap.alias("partition"))
              .agg(*[F.sum(f"n__{t}").alias(f"n__{t}") for t in tags],
-                  *[F.unix_micros(F.max(f"s_last__{t}")).alias(f"wm__{t}") for t in targets]).collect())
+                  *[F.sum(f"s_sent__{t}").alias(f"sent__{t}") for t in sent],
+                  *[F.unix_micros(F.max(f"s_last__{t}")).alias(f"wm__{t}") for t in targets],
+                  F.count(F.lit(1)).alias("messages"),
+                  F.min(F.col("gseq").bitwiseAND(F.lit(_COUNTER_MASK))).alias("first"),
+                  F.max(F.col("gseq").bitwiseAND(F.lit(_COUNTER_MASK))).alias("last")).collect())
     records = {t: sum(r[f"n__{t}"] for r in found) for t in tags}
-    malformed = {t: r[f"n__{t}"] for r in found if r.entity is None for t in tags if r[f"n__{t}"]}
-    marks = {(t, r.entity): r[f"wm__{t}"] for r in found if r.entity is not None for t in targets
-             if r[f"wm__{t}"] is not None}
-    entities = sorted(r.entity for r in found if r.entity is not None)
+    sent_logs = {t for t in sent if sum(r[f"sent__{t}"] or 0 for r in found)}
+    malformed = {t: sum(r[f"n__{t}"] for r in found if r.entity is None) for t in tags}
+    malformed = {t: n for t, n in malformed.items() if n}
+    marks: dict[tuple[str, str], int] = {}
+    for r in found:
+        for t in targets:
+            if r.entity is not None and r[f"wm__{t}"] is not None:
+                marks[(t, r.entity)] = max(marks.get((t, r.entity), r[f"wm__{t}"]), r[f"wm__{t}"])
+    entities = sorted({r.entity for r in found if r.entity is not None})
     overall = {t: max((wm for (tt, _), wm in marks.items() if tt == t), default=None) for t in targets}
     schema = T.StructType([T.StructField("target", T.StringType()), T.StructField("entity", T.StringType()),
                            T.StructField("wm_us", T.LongType())])
     used = [(t, e, marks.get((t, e), overall[t])) for t in targets for e in entities]
-    return Inventory(records, malformed, marks, spark.createDataFrame(used, schema))
+    gaps = sorted(({"entity": r.entity, "partition": r.partition, "messages": r.messages, "first": r["first"],
+                    "last": r["last"], "gaps": r["last"] - r["first"] + 1 - r.messages}
+                   for r in found if r.partition is not None), key=lambda g: (g["entity"], g["partition"]))
+    return Inventory(records, malformed, sent_logs, marks, spark.createDataFrame(used, schema), gaps)
+
+
+def _gap_partition(source: str | None, start: int | None, end: int | None) -> Column:
+    """The source partition of a grouped row that holds one distinct SequenceNumber of the source's records
+    enqueued in the window (the grouping keeps one row per key and source SequenceNumber), else NULL.
+
+    Gap count unit: missing SequenceNumbers, `last - first + 1 - distinct` per (entity, partition); a re-sent
+    MessageId has two SequenceNumbers, so it is no gap."""
+    if source is None:
+        return F.lit(None).cast("long")
+    p_us = F.unix_micros(F.col(f"p_ts__{source}"))
+    mine = (F.col(f"p_cnt__{source}") > 0) & F.col("gseq").isNotNull() & F.col("entity").isNotNull()
+    if start is not None:
+        mine = mine & (p_us >= start)
+    if end is not None:
+        mine = mine & (p_us < end)
+    return F.when(mine, F.shiftright(F.col("gseq"), 48))
 
 
 def lag_bucket(lag_ms: F.Column) -> F.Column:
@@ -71,7 +107,7 @@ def cube(classified: DataFrame) -> DataFrame:
     delivered = F.col("status").isin("ok", "late")
     return (classified
             .select("target", "entity", "hour_us", "status", "dup_extra", "source_dup_extra", "p_copies",
-                    "s_copies", F.when(delivered, F.col("lag_ms")).alias("lag"))
+                    "s_copies", "unsent", F.when(delivered, F.col("lag_ms")).alias("lag"))
             .groupBy("target", "entity", "hour_us", "status", lag_bucket(F.col("lag")).alias("bucket"))
             .agg(F.count(F.lit(1)).alias("n"),
                  F.sum("dup_extra").alias("dup_extra"),
@@ -79,6 +115,7 @@ def cube(classified: DataFrame) -> DataFrame:
                  F.sum("source_dup_extra").alias("source_dup_extra"),
                  F.sum("p_copies").alias("p_rows"),
                  F.sum("s_copies").alias("s_rows"),
+                 F.count_if("unsent").alias("unsent"),
                  F.max("lag").alias("lag_max"),
                  F.min("lag").alias("lag_min")))
 
@@ -150,7 +187,7 @@ def lag_histogram(cube_df: DataFrame) -> dict[str, list[tuple[int, int]]]:
 
 
 def ordering(classified: DataFrame) -> list[dict]:
-    """Out-of-order first arrivals per (target, entity, source partition).
+    """Out-of-order first arrivals per (target, origin region, entity, source partition).
 
     Walk each target in arrival order (EnqueuedTimeUtc, then its own SequenceNumber) and count arrivals
     whose source sequence counter is below the previous arrival's; the partition id is the top 16 bits.
@@ -158,7 +195,7 @@ def ordering(classified: DataFrame) -> list[dict]:
     the hours are stitched on the driver: an hour's first arrival is compared with the previous hour's last.
     """
     rows = (classified.where(F.col("src_seq").isNotNull() & F.col("s_first").isNotNull())
-            .select("target", "entity", F.shiftright(F.col("src_seq"), 48).alias("partition"),
+            .select("target", "origin", "entity", F.shiftright(F.col("src_seq"), 48).alias("partition"),
                     F.floor(F.unix_micros("s_first") / 3_600_000_000).alias("hour"),
                     F.col("src_seq").bitwiseAND(F.lit(_COUNTER_MASK)).alias("counter"), "s_first", "s_seq"))
     walk = Window.partitionBy(*_WALK_KEYS, "hour").orderBy("s_first", "s_seq")
@@ -175,7 +212,7 @@ def ordering(classified: DataFrame) -> list[dict]:
     ).collect()
     found: dict[tuple, dict] = {}
     last: dict[tuple, int] = {}
-    for h in sorted(hours, key=lambda h: (*(h[k] for k in _WALK_KEYS), h.hour)):
+    for h in sorted(hours, key=lambda h: (*((h[k] is None, h[k]) for k in _WALK_KEYS), h.hour)):
         key = tuple(h[k] for k in _WALK_KEYS)
         r = found.setdefault(key, dict(zip(_WALK_KEYS, key, strict=True), delivered=0, out_of_order=0,
                                        max_displacement=0))
@@ -184,15 +221,4 @@ def ordering(classified: DataFrame) -> list[dict]:
         r["out_of_order"] += h.out_of_order + (behind > 0)
         r["max_displacement"] = max(r["max_displacement"], h.max_displacement, behind)
         last[key] = h["last"]
-    return [found[k] for k in sorted(found)]
-
-
-def source_gaps(rows: DataFrame, target: str) -> list[dict]:
-    """SequenceNumber gaps in the source log itself per (entity, partition): lost in capture, not in copy."""
-    seqs = (rows.where((F.col("target") == target) & F.col("p_seq").isNotNull())
-            .select("entity", F.shiftright(F.col("p_seq"), 48).alias("partition"),
-                    F.col("p_seq").bitwiseAND(F.lit(_COUNTER_MASK)).alias("counter")))
-    agg = seqs.groupBy("entity", "partition").agg(
-        F.count(F.lit(1)).alias("messages"), F.min("counter").alias("first"), F.max("counter").alias("last"))
-    found = [dict(r.asDict(), gaps=r["last"] - r["first"] + 1 - r.messages) for r in agg.collect()]
-    return sorted(found, key=lambda r: (r["entity"], r["partition"]))
+    return [found[k] for k in sorted(found, key=lambda k: tuple((v is None, v) for v in k))]

@@ -10,10 +10,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-DETAIL_COLUMNS = ["target", "entity", "message_id", "partition_key", "status", "p_time", "p_seq", "partition",
-                  "ttl_s", "s_first", "s_last", "lag_ms", "spread_ms", "p_copies", "s_copies", "dup_extra",
-                  "source_dup_extra"]
-KINDS = ("missing", "late", "pending", "expired", "orphan", "duplicate")
+DETAIL_COLUMNS = ["target", "entity", "message_id", "partition_key", "status", "p_time", "p_seq", "origin",
+                  "partition", "ttl_s", "s_first", "s_last", "lag_ms", "spread_ms", "p_copies", "s_copies",
+                  "dup_extra", "source_dup_extra", "unsent"]
+KINDS = ("missing", "late", "pending", "expired", "orphan", "original", "duplicate")
 
 
 @dataclass(frozen=True)
@@ -26,13 +26,15 @@ class Details:
 
 
 def write_details(classified: DataFrame, out: str, with_processors: bool) -> Details:
-    """`details/kind=<missing|late|pending|expired|orphan|duplicate>/`: every message that is not plainly ok,
-    in one write (a duplicated message that is also late is listed under both)."""
+    """`details/kind=<status|duplicate>/`: every message that is not plainly ok, in one write (a duplicated
+    message that is also late is listed under both)."""
     path = f"{out}/details"
     duplicated = (F.col("dup_extra") > 0) | (F.col("source_dup_extra") > 0)
     kinds = F.array_compact(F.array(F.when(F.col("status") != "ok", F.col("status")),
                                     F.when(duplicated, F.lit("duplicate"))))
     columns = DETAIL_COLUMNS + (["processors"] if with_processors else [])
+    if "partition_key" not in classified.columns:  # --ignore-partition-key: not part of the identity
+        classified = classified.withColumn("partition_key", F.lit(None).cast("string"))
     rows = (classified.where((F.col("status") != "ok") | duplicated)
             .withColumn("partition", F.shiftright(F.col("p_seq"), 48))
             .select(F.explode(kinds).alias("kind"), *columns))
@@ -61,6 +63,7 @@ def samples(spark: SparkSession, details: Details, limit: int,
         "missing": kind("missing").orderBy("p_time").select(*base),
         "late": kind("late").orderBy(F.col("lag_ms").desc()).select(*base),
         "orphan": kind("orphan").orderBy("s_first").select(*base),
+        "original": kind("original").orderBy("s_first").select(*base),
         "duplicates": kind("duplicate").orderBy(F.col("dup_extra").desc(), "p_time").select(*dups),
     }
     # One job for all lists; each keeps its own order (rank within the list).

@@ -1,7 +1,14 @@
-"""Reading audit logs (docs/audit-log.md) from any path Spark reads, pruned to the UTC date/hour needed."""
+"""Reading audit logs (docs/audit-log.md) from any path Spark reads, pruned to the UTC date/hour needed.
+
+The files are listed here through Hadoop's FileSystem (any scheme), skipping `date=`/`hour=` directories
+outside the range, and handed to Spark by name: Spark then infers no partition columns, so every field,
+`entity` above all, comes from the record itself. The directories are only a pruning hint.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -10,115 +17,183 @@ from pyspark.sql import types as T
 
 from spark_reconcile.config import LogInput
 
-# The contract's fields as JSON carries them: times stay strings here and are parsed below, so an
-# unparsable time becomes a counted malformed record instead of a failed job.
-JSON_SCHEMA = T.StructType([
-    T.StructField("event", T.StringType()),
-    T.StructField("entity", T.StringType()),
-    T.StructField("message_id", T.StringType()),
-    T.StructField("enqueued_time_utc", T.StringType()),
-    T.StructField("observed_time_utc", T.StringType()),
-    T.StructField("sequence_number", T.LongType()),
-    T.StructField("partition_key", T.StringType()),
-    T.StructField("ttl_seconds", T.DoubleType()),
-    T.StructField("repl_enqueued_time", T.StringType()),
-    T.StructField("repl_sequence", T.StringType()),
-    T.StructField("repl_source", T.StringType()),
-    T.StructField("processor", T.StringType()),
-])
-_TIME_FIELDS = ("enqueued_time_utc", "observed_time_utc")
+EVENTS = ("enqueued", "sent", "processed")
+REQUIRED = ("event", "entity", "message_id", "enqueued_time_utc")
+# The contract's fields, all read as JSON text: a field of an unexpected JSON type then becomes NULL on its
+# own (try_cast below) instead of nulling the whole record, and times stay strings until parsed here.
+FIELDS = ("event", "entity", "message_id", "enqueued_time_utc", "observed_time_utc", "sequence_number",
+          "partition_key", "ttl_seconds", "repl_enqueued_time", "repl_sequence", "repl_source", "processor")
+JSON_SCHEMA = T.StructType([T.StructField(name, T.StringType()) for name in FIELDS])
+# The types a Parquet writer gives these fields, for a column the first file lacks (all null there).
+_PARQUET_KINDS = {"sequence_number": T.LongType(), "ttl_seconds": T.DoubleType(),
+                  "enqueued_time_utc": T.TimestampType(), "observed_time_utc": T.TimestampType()}
 _DATA_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".ndjson": "json"}
+_SHORTEST_TIME = len("2026-11-22T12:00")  # a date alone is not a time
 
 
 class InputError(ValueError):
     """A log cannot be read as the audit log contract describes."""
 
 
-def sample_file(spark: SparkSession, log: LogInput) -> tuple[str, str]:
-    """The format and the first data file under the path (listed through Hadoop's FileSystem: any scheme)."""
+def list_files(spark: SparkSession, log: LogInput, start: datetime | None,
+               end: datetime | None) -> tuple[str, list[str]]:
+    """The format and the data files under the path whose `date=`/`hour=` directories may hold records in
+    [start, end] (hour granularity: the first and last hours are read whole and trimmed by the row filter)."""
+    listing = _local_listing if _is_local(log.path) else _hadoop_listing(spark)
+    low = None if start is None else start.strftime("%Y-%m-%dT%H")
+    high = None if end is None else end.strftime("%Y-%m-%dT%H")
+    found: list[tuple[str, str]] = []
+    others = pruned = 0
+    pending = [(log.path, "")]
+    while pending:
+        folder, date = pending.pop()
+        entries = listing(folder)
+        if entries is None:
+            raise InputError(f"log {log.tag!r}: path {log.path} does not exist")
+        for name, is_dir, path in entries:
+            if name.startswith(("_", ".")):
+                continue
+            if is_dir:
+                where = _partition_bucket(name, date)
+                if where is not None and not _may_hold(where, low, high):
+                    pruned += 1
+                    continue
+                pending.append((path, where[0][:10] if where is not None else date))
+                continue
+            fmt = log.format if log.format != "auto" else next(
+                (f for suffix, f in _DATA_SUFFIXES.items() if name.endswith(suffix)), None)
+            if fmt is None:
+                others += 1
+            else:
+                found.append((fmt, path))
+    formats = {f for f, _ in found}
+    if not found and others and not pruned:
+        raise InputError(f"log {log.tag!r}: no .jsonl/.json/.parquet files under {log.path}; "
+                         "pass --format json|parquet if the files have other names")
+    if len(formats) > 1:
+        raise InputError(f"log {log.tag!r}: both JSON lines and Parquet files under {log.path}; "
+                         "give each format its own --log")
+    return (formats.pop() if formats else "json"), sorted(p for _, p in found)
+
+
+Listing = Callable[[str], "list[tuple[str, bool, str]] | None"]
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path and not path.startswith("file:") and ":" not in path.split("/", 1)[0]
+
+
+def _local_listing(folder: str) -> list[tuple[str, bool, str]] | None:
+    """(name, is a directory, path) of a local folder's entries; a local file lists as itself."""
+    if os.path.isfile(folder):
+        return [(os.path.basename(folder), False, folder)]
+    try:
+        with os.scandir(folder) as entries:
+            return [(e.name, e.is_dir(), e.path) for e in entries]
+    except FileNotFoundError:
+        return None
+
+
+def _hadoop_listing(spark: SparkSession) -> Listing:
+    """The same through Hadoop's FileSystem, for `abfss://`, `s3a://`, `hdfs://`, `dbfs:/` and the like."""
     jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(log.path)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(path):
-        raise InputError(f"log {log.tag!r}: path {log.path} does not exist")
-    files = fs.listFiles(path, True)
-    while files.hasNext():
-        found = files.next().getPath()
-        name = found.getName()
-        if name.startswith(("_", ".")):
-            continue
-        fmt = log.format if log.format != "auto" else next(
-            (f for suffix, f in _DATA_SUFFIXES.items() if name.endswith(suffix)), None)
-        if fmt is not None:
-            return fmt, found.toString()
-    raise InputError(f"log {log.tag!r}: no .jsonl/.json/.parquet files under {log.path}; "
-                     "pass --format json|parquet if the files have other names")
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def listing(folder: str) -> list[tuple[str, bool, str]] | None:
+        path = jvm.org.apache.hadoop.fs.Path(folder)
+        fs = path.getFileSystem(conf)
+        if not fs.exists(path):
+            return None
+        return [(s.getPath().getName(), s.isDirectory(), s.getPath().toString()) for s in fs.listStatus(path)]
+
+    return listing
+
+
+def _partition_bucket(name: str, date: str) -> tuple[str, bool] | None:
+    """(`YYYY-MM-DD[THH]`, whole day?) for a `date=` or `hour=` directory, None for any other directory."""
+    if name.startswith("date="):
+        return name[5:], True
+    if name.startswith("hour=") and date:
+        return f"{date}T{name[5:].zfill(2)}", False
+    return None
+
+
+def _may_hold(where: tuple[str, bool], low: str | None, high: str | None) -> bool:
+    bucket, whole_day = where
+    if whole_day:
+        return (low is None or bucket >= low[:10]) and (high is None or bucket <= high[:10])
+    return (low is None or bucket >= low) and (high is None or bucket <= high)
 
 
 def read_log(spark: SparkSession, log: LogInput, start: datetime | None, end: datetime | None) -> DataFrame:
     """One log as normalized rows, tagged, limited to EnqueuedTimeUtc in [start, end) plus malformed rows."""
-    fmt, sample = sample_file(spark, log)
-    reader = spark.read.option("mode", "PERMISSIVE")
-    if fmt == "json":
-        raw = reader.schema(JSON_SCHEMA).json(log.path)
+    fmt, files = list_files(spark, log, start, end)
+    if not files:
+        raw = spark.createDataFrame([], JSON_SCHEMA)
+    elif fmt == "json":
+        raw = _json_records(spark.read.text(files))
     else:
-        raw = reader.schema(_parquet_schema(spark.read.parquet(sample).schema)).parquet(log.path)
-    raw = _prune_partitions(raw, start, end)
+        found = spark.read.parquet(files[0]).schema
+        lacking = [name for name in REQUIRED if name not in found.fieldNames()]
+        if lacking:
+            raise InputError(f"log {log.tag!r}: Parquet file {files[0]} lacks the required columns {lacking} "
+                             "(see docs/audit-log.md: the record's own fields, not the directories)")
+        raw = spark.read.schema(_parquet_schema(found)).parquet(*files)
     return _normalize(raw, log.tag, start, end)
+
+
+def _json_records(lines: DataFrame) -> DataFrame:
+    """One record per non-blank line. A line that is not one JSON object (broken JSON, `[]`, `"x"`, `3`,
+    trailing text) keeps NULL required fields, so it is counted as malformed."""
+    text = F.trim(lines["value"])
+    parsed = F.from_json(text, JSON_SCHEMA, {"mode": "PERMISSIVE", "allowSingleQuotes": "false"})
+    # from_json reads the first value and ignores what follows; as the one element of an array the whole
+    # line must be valid JSON.
+    one_object = text.startswith("{") & (F.json_array_length(F.concat(F.lit("["), text, F.lit("]"))) == 1)
+    return (lines.where(F.length(text) > 0)
+            .select(F.when(one_object, parsed).alias("r"))
+            .select(*[F.col("r")[name].alias(name) for name in FIELDS]))
 
 
 def _parquet_schema(found: T.StructType) -> T.StructType:
     """The schema of one file plus every contract field it lacks: writers may leave out optional columns that
     are all null in a file, and merging every file's footer (mergeSchema) costs a job."""
     names = set(found.fieldNames())
-    return T.StructType(list(found.fields) + [f for f in JSON_SCHEMA.fields if f.name not in names])
-
-
-def _prune_partitions(raw: DataFrame, start: datetime | None, end: datetime | None) -> DataFrame:
-    """Filter on the date=/hour= directory values so Spark lists and reads only the hours in range."""
-    if "date" not in raw.columns or (start is None and end is None):
-        return raw
-    hour_col = F.lpad(raw["hour"], 2, "0") if "hour" in raw.columns else F.lit("00")
-    bucket = F.concat(raw["date"], F.lit("T"), hour_col)
-    # Hour granularity: the first and last hour partitions are read whole and trimmed by the row filter.
-    fmt = "%Y-%m-%dT%H" if "hour" in raw.columns else "%Y-%m-%dT00"
-    if start is not None:
-        raw = raw.where(bucket >= start.strftime(fmt))
-    if end is not None:
-        raw = raw.where(bucket <= end.strftime(fmt))
-    return raw
+    return T.StructType(list(found.fields) + [T.StructField(name, _PARQUET_KINDS.get(name, T.StringType()))
+                                              for name in FIELDS if name not in names])
 
 
 def _normalize(raw: DataFrame, tag: str, start: datetime | None, end: datetime | None) -> DataFrame:
-    columns = set(raw.columns)
-    missing_required = {"event", "entity", "message_id", "enqueued_time_utc"} - columns
-    if missing_required:
-        raise InputError(f"log {tag!r} lacks the required fields {sorted(missing_required)} "
-                         "(see docs/audit-log.md)")
+    def col(name: str, kind: T.DataType = T.StringType()) -> Column:
+        value = raw[name]
+        if isinstance(kind, T.StringType):
+            return value.cast(kind)
+        textual = isinstance(raw.schema[name].dataType, T.StringType)
+        return _try_cast(value, kind) if textual else value.cast(kind)
 
-    def col(name: str, kind: T.DataType) -> Column:
-        return raw[name].cast(kind) if name in columns else F.lit(None).cast(kind)
+    def text(name: str) -> Column:
+        return F.nullif(col(name), F.lit(""))
 
     ts = _as_timestamp(raw, "enqueued_time_utc")
-    valid = (raw["entity"].isNotNull() & raw["message_id"].isNotNull() & ts.isNotNull()
-             & raw["event"].isNotNull())
+    event = F.lower(F.trim(col("event")))
+    entity, message_id = text("entity"), text("message_id")
+    valid = entity.isNotNull() & message_id.isNotNull() & ts.isNotNull() & event.isin(*EVENTS)
+    repl_time, repl_source = text("repl_enqueued_time"), text("repl_source")
     rows = raw.select(
         F.lit(tag).alias("tag"),
-        F.lower(raw["event"]).alias("event"),
-        F.when(valid, raw["entity"]).alias("entity"),
+        event.alias("event"),
+        F.when(valid, entity).alias("entity"),
         # Malformed records group under (NULL entity, tag) so they are counted per log, never matched.
-        F.when(valid, raw["message_id"]).otherwise(F.lit(tag)).alias("message_id"),
-        F.coalesce(col("partition_key", T.StringType()), F.lit("")).alias("partition_key"),
+        F.when(valid, message_id).otherwise(F.lit(tag)).alias("message_id"),
+        F.coalesce(col("partition_key"), F.lit("")).alias("partition_key"),
         ts.alias("ts"),
-        (_as_timestamp(raw, "observed_time_utc") if "observed_time_utc" in columns
-         else F.lit(None).cast(T.TimestampType())).alias("observed"),
+        _as_timestamp(raw, "observed_time_utc").alias("observed"),
         col("sequence_number", T.LongType()).alias("seq"),
         col("ttl_seconds", T.DoubleType()).alias("ttl"),
-        _try_cast(_first_hop(col("repl_enqueued_time", T.StringType())), T.TimestampType()).alias("stamp_ts"),
-        _try_cast(_first_hop(col("repl_sequence", T.StringType())), T.LongType()).alias("stamp_seq"),
-        (col("repl_enqueued_time", T.StringType()).isNotNull()
-         | col("repl_source", T.StringType()).isNotNull()).alias("is_replica"),
-        col("processor", T.StringType()).alias("processor"),
+        _parse_time(_first_hop(repl_time)).alias("stamp_ts"),
+        _try_cast(_first_hop(col("repl_sequence")), T.LongType()).alias("stamp_seq"),
+        (repl_time.isNotNull() | repl_source.isNotNull()).alias("is_replica"),
+        col("processor").alias("processor"),
         valid.alias("valid"),
     )
     in_range = F.lit(True)
@@ -133,11 +208,18 @@ def _as_timestamp(raw: DataFrame, name: str) -> Column:
     """A UTC instant whatever the file holds: ISO strings (offset honoured), timestamps, naive NTZ as UTC."""
     kind = raw.schema[name].dataType
     if isinstance(kind, T.StringType):
-        return _try_cast(F.trim(raw[name]), T.TimestampType())
+        return _parse_time(raw[name])
     if isinstance(kind, T.TimestampNTZType):
         # The wall time is UTC by contract; unix_micros of NTZ does not depend on any zone.
         return F.timestamp_micros(F.unix_micros(raw[name]))
     return raw[name].cast(T.TimestampType())
+
+
+def _parse_time(value: Column) -> Column:
+    """ISO 8601 text as an instant: an offset is honoured, none means UTC (the session zone), `z` is `Z`,
+    digits beyond microseconds are cut; a date without a time of day is not a time (NULL)."""
+    text = F.upper(F.trim(value))
+    return F.when(F.length(text) >= _SHORTEST_TIME, _try_cast(text, T.TimestampType()))
 
 
 def _try_cast(value: Column, kind: T.DataType) -> Column:

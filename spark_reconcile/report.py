@@ -9,9 +9,10 @@ from html import escape
 from spark_reconcile.svg import Series, columns
 
 COLORS = {"missing": "#d62728", "dup_extra": "#ff7f0e", "late": "#e7ba52", "pending": "#9e9e9e",
-          "orphan": "#9467bd", "expired": "#8c6d31", "ok": "#2ca02c"}
+          "orphan": "#9467bd", "expired": "#8c6d31", "ok": "#2ca02c", "original": "#17becf"}
 PROBLEMS = (("missing", "missing"), ("dup_extra", "duplicate copies"), ("late", "late"),
-            ("pending", "pending"), ("orphan", "orphan"), ("expired", "expired (TTL)"))
+            ("pending", "pending"), ("orphan", "orphan"), ("expired", "expired (TTL)"),
+            ("original", "originals at target"))
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
@@ -67,6 +68,9 @@ def _comparison(c: dict) -> str:
     t, lag = c["totals"], c["lag_ms"] or {}
     cards = [("expected", t["expected"]), ("ok", t["ok"]), ("late", t["late"]), ("pending", t["pending"]),
              ("missing", t["missing"]), ("expired", t["expired"]), ("orphan", t["orphan"]),
+             ("originals at target", t["original"]),
+             *([("originals never sent", t["original_unsent"])]
+               if c["originals_checked_against_sent"] else []),
              ("duplicated keys", t["dup_keys"]), ("extra copies", t["dup_extra"]),
              ("completeness %", t["completeness_pct"]), ("lag p50 ms", lag.get("p50")),
              ("lag p99 ms", lag.get("p99")), ("lag max ms", lag.get("max"))]
@@ -130,11 +134,13 @@ def _entity_table(entities: list[dict]) -> str:
     for e in entities:
         lag = e["lag_ms"] or {}
         rows.append([e["entity"], e["expected"], e["ok"], e["late"], e["pending"], e["missing"], e["expired"],
-                     e["orphan"], e["dup_keys"], e["dup_extra"], e["completeness_pct"], lag.get("p50"),
-                     lag.get("p95"), lag.get("p99"), lag.get("max"), e["watermark"], e["watermark_age_s"]])
+                     e["orphan"], e["original"], e["dup_keys"], e["dup_extra"], e["completeness_pct"],
+                     lag.get("p50"), lag.get("p95"), lag.get("p99"), lag.get("max"), e["watermark"],
+                     e["watermark_age_s"]])
     return "<h3>Entities</h3>" + _table(
-        ["entity", "expected", "ok", "late", "pending", "missing", "expired", "orphan", "dup keys", "+copies",
-         "complete %", "lag p50", "p95", "p99", "max ms", "watermark (UTC)", "age s"], rows)
+        ["entity", "expected", "ok", "late", "pending", "missing", "expired", "orphan", "originals",
+         "dup keys", "+copies", "complete %", "lag p50", "p95", "p99", "max ms", "watermark (UTC)", "age s"],
+        rows)
 
 
 def _ordering_table(ordering: list[dict]) -> str:
@@ -142,9 +148,9 @@ def _ordering_table(ordering: list[dict]) -> str:
         return "<p class=muted>No sequence numbers: ordering not checked.</p>"
     worst = sorted(ordering, key=lambda r: -r["out_of_order"])[:20]
     return ("<h3>Out-of-order arrivals per source partition (worst 20)</h3>"
-            + _table(["entity", "partition", "delivered", "out of order", "max displacement"],
-                     [[r["entity"], r["partition"], r["delivered"], r["out_of_order"], r["max_displacement"]]
-                      for r in worst]))
+            + _table(["origin", "entity", "partition", "delivered", "out of order", "max displacement"],
+                     [[r["origin"], r["entity"], r["partition"], r["delivered"], r["out_of_order"],
+                       r["max_displacement"]] for r in worst]))
 
 
 def _lists(summary: dict) -> str:

@@ -26,15 +26,17 @@ class Collected:
     watermarks: dict[tuple[str, str], int | None]
     malformed: dict[str, int]
     records: dict[str, int]
+    sent_logs: set[str] = field(default_factory=set)
     samples: dict[str, list[dict]] = field(default_factory=dict)
 
 
 def counters(rows: Iterable[dict]) -> dict:
     """Status counts and duplicate/row counters for any slice of the count rows."""
-    block = dict.fromkeys(STATUSES, 0) | {"dup_keys": 0, "dup_extra": 0, "source_dup_extra": 0,
-                                          "source_rows": 0, "target_rows": 0}
+    block = dict.fromkeys(STATUSES, 0) | {"original_unsent": 0, "dup_keys": 0, "dup_extra": 0,
+                                          "source_dup_extra": 0, "source_rows": 0, "target_rows": 0}
     for r in rows:
         block[r["status"]] += r["n"]
+        block["original_unsent"] += r.get("unsent", 0)
         block["dup_keys"] += r["dup_keys"]
         block["dup_extra"] += r["dup_extra"]
         block["source_dup_extra"] += r["source_dup_extra"]
@@ -79,6 +81,8 @@ def comparison_summary(c: Comparison, data: Collected, now_us: int) -> dict:
         "target": c.target,
         "sources": list(c.sources),
         "totals": counters(rows),
+        # Originals at the target are checked against `sent` records only when its log holds some.
+        "originals_checked_against_sent": c.target in data.sent_logs,
         "lag_ms": _lag(lag["target"].get((c.target,))),
         "entities": entities,
         "hours": hours,

@@ -89,4 +89,4 @@ def test_a_clean_run_passes_with_empty_lists(spark, tmp_path):
     t = totals["processed"]
     assert (t["expected"], t["ok"], t["missing"], t["late"], t["dup_keys"]) == (5, 5, 0, 0, 0)
     assert summary["verdict"] == "pass"
-    assert summary["samples"] == {"missing": [], "late": [], "orphan": [], "duplicates": []}
+    assert summary["samples"] == {"missing": [], "late": [], "orphan": [], "original": [], "duplicates": []}
