@@ -41,6 +41,8 @@ class Reconciliation:
     verdict: str
     lost: int | None  # missing messages over all comparisons
     duplicates: int | None
+    orphans: int | None  # copies whose source is unknown
+    originals: int | None  # replica mode: messages written straight to the target (failover sends)
     report: Path | None
     log: Path
 
@@ -86,10 +88,14 @@ def _read_reconciliation(pattern: str, mode: str, out: Path, log: Path) -> Recon
     try:
         summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return Reconciliation(pattern, mode, out, "did not run", None, None, None, log)
+        return Reconciliation(pattern, mode, out, "did not run", None, None, None, None, None, log)
     totals = [c["totals"] for c in summary["comparisons"]]
-    return Reconciliation(pattern, mode, out, summary["verdict"], sum(t["missing"] for t in totals),
-                          sum(t["dup_extra"] for t in totals), out / "report.html", log)
+
+    def total(name: str) -> int:
+        return sum(t[name] for t in totals)
+
+    return Reconciliation(pattern, mode, out, summary["verdict"], total("missing"), total("dup_extra"),
+                          total("orphan"), total("original"), out / "report.html", log)
 
 
 @contextlib.contextmanager
@@ -177,8 +183,8 @@ def main(argv: list[str]) -> int:
             print(f"\n== sbfed reconcile: {settings.pattern} ({', '.join(reconcile_modes(settings))}); "
                   f"Spark's output: {log}", flush=True)
             for r in reconcile(settings, log):
-                print(f"  {r.mode}: {r.verdict.upper()}, missing {r.lost}, duplicate copies {r.duplicates}",
-                      flush=True)
+                print(f"  {r.mode}: {r.verdict.upper()}, missing {r.lost}, duplicate copies {r.duplicates}, "
+                      f"orphans {r.orphans}, originals at the target {r.originals}", flush=True)
                 reconciliations.append(r)
     elapsed = dt.timedelta(seconds=round(time.monotonic() - began))
     print(f"\n== sbfed demo: {elapsed} on {os.cpu_count()} cores\n{table(drills, reconciliations)}")
