@@ -3,6 +3,7 @@
     sbfed broker serve [--topology FILE] [--data DIR [--sync full|normal] | --in-memory]
                        [--amqp-port 5672] [--admin-port 5300] [--host 127.0.0.1]
                        [--print-json] [--ready-file PATH] [--log-level INFO]
+                       [--max-connections 5000] [--handshake-timeout 20] [--max-size-mb 409600]
     sbfed broker fault ...            inject faults into a running namespace (local_broker.fault_cli)
 
 With no arguments it stands in for the official Service Bus emulator: one namespace (`sbemulatorns`), AMQP
@@ -21,6 +22,7 @@ import gc
 import json
 import logging
 import os
+import resource
 import signal
 import sys
 import threading
@@ -71,8 +73,27 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--print-json", action="store_true", help="print each namespace as a JSON line")
     serve.add_argument("--ready-file", help="write the namespaces as JSON to this file once ready")
+    serve.add_argument("--max-connections", type=int, default=5000, metavar="N",
+                       help="AMQP connections per namespace; more are refused as Service Bus does "
+                            "(default 5000, Service Bus's per-namespace limit)")
+    serve.add_argument("--handshake-timeout", type=float, default=20.0, metavar="SECONDS",
+                       help="a connection that has not opened AMQP this long after connecting is closed "
+                            "(default 20)")
+    serve.add_argument("--max-size-mb", type=int, metavar="MB",
+                       help="size quota of each namespace, all entities together (default 409600, "
+                            "Service Bus Standard's 400 GB); sends beyond it are refused")
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return parser
+
+
+def _raise_open_file_limit() -> None:
+    """Every AMQP and HTTPS connection is a file descriptor: take all the system allows this process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):  # an unlimited hard limit the kernel caps lower: keep the soft one
+            pass
 
 
 def main(argv: list[str]) -> int:
@@ -90,10 +111,12 @@ def main(argv: list[str]) -> int:
     try:
         server = BrokerServer(args.topology or emulator_topology(), data_dir=data_dir,
                               in_memory=args.in_memory, host=args.host, synchronous=args.sync.upper(),
-                              ports=ports)
+                              ports=ports, max_connections=args.max_connections,
+                              handshake_timeout=args.handshake_timeout, max_size_mb=args.max_size_mb)
     except TopologyError as exc:
         print(exc, file=sys.stderr)
         return 2
+    _raise_open_file_limit()
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

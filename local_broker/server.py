@@ -49,13 +49,14 @@ from local_broker.store import MemoryStore, SqliteStore
 from local_broker.tls import ensure_certificate
 from local_broker.topology import apply_entities, check_sql
 from local_broker.wire.admin.server import AdminServer
-from local_broker.wire.amqp.endpoint import NamespaceEndpoint
+from local_broker.wire.amqp.endpoint import MAX_CONNECTIONS, NamespaceEndpoint
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import EngineThread
-from local_broker.wire.amqp.sasl import SaslListener
+from local_broker.wire.amqp.sasl import HANDSHAKE_TIMEOUT_S, SaslListener
 from topology import NamespaceSpec, Topology, add_check, load, parse
 
 log = logging.getLogger("local_broker.server")
+HEALTH_TIMEOUT_S = 5.0
 T = TypeVar("T")
 
 
@@ -158,7 +159,9 @@ class BrokerServer:
 
     def __init__(self, topology: str | os.PathLike[str] | dict | Topology,
                  data_dir: str | None = None, in_memory: bool | None = None, host: str = "127.0.0.1",
-                 synchronous: str = "FULL", ports: PortChoice | None = None) -> None:
+                 synchronous: str = "FULL", ports: PortChoice | None = None,
+                 max_connections: int = MAX_CONNECTIONS, handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
+                 max_size_mb: int | None = None) -> None:
         add_check(check_sql)
         if isinstance(topology, str | os.PathLike):
             topology = load(topology)
@@ -171,6 +174,9 @@ class BrokerServer:
         self.in_memory = data_dir is None or bool(in_memory)  # default: durable when data_dir is given
         self.host = host
         self.synchronous = synchronous
+        self.max_connections = max_connections  # AMQP connections per namespace
+        self.handshake_timeout = handshake_timeout  # seconds from accept to the client's AMQP open
+        self.max_size_mb = max_size_mb  # all messages of a namespace together (None: Service Bus Standard's)
         self.namespaces: dict[str, HostedNamespace] = {}
         self.thread = EngineThread()
         self._admins: list[AdminServer] = []
@@ -208,21 +214,22 @@ class BrokerServer:
             self.thread.on_closing(sync.close)
         auth = NamespaceAuth(chosen.policies)
         faults = NamespaceFaults()
-        endpoint = NamespaceEndpoint(spec.name, engine, auth, self.thread, faults, sync)
+        endpoint = NamespaceEndpoint(spec.name, engine, auth, self.thread, faults, sync, self.max_connections)
         what = f"the AMQP port of namespace {spec.name}"
         with _naming_taken_port(chosen.amqp_port, what, chosen.amqp_option):
             listener = SaslListener(self.thread.container, self.host, chosen.amqp_port, auth, endpoint,
-                                    endpoint.accept_connection, faults)
+                                    endpoint.accept_connection, faults, self.handshake_timeout)
         self.thread.on_closing(listener.close)
         self.thread.on_closing(endpoint.close)
         self.thread.on_closing(engine.close)
         faults.on_change(lambda old, new, e=endpoint: self._on_fault_change(e, old, new))
 
         def run_on_engine(fn: Callable[[Any], T], engine: Any = engine) -> T:
-            return self.thread.call(lambda: fn(engine))
+            return self.thread.call(lambda: fn(engine), participant=endpoint)
 
         admin = AdminServer(spec.name, self.host, chosen.admin_port, str(certificate.cert_path),
-                            str(certificate.key_path), auth, run_on_engine, faults)
+                            str(certificate.key_path), auth, run_on_engine, faults,
+                            health=lambda: self._problems(engine, endpoint, listener))
         self._admins.append(admin)
         self.namespaces[spec.name] = HostedNamespace(
             name=spec.name, host=self.host, amqp_port=listener.port, admin_port=chosen.admin_port,
@@ -233,6 +240,8 @@ class BrokerServer:
         """The engine of a namespace, and how to flush its commits to disk (None: nothing to flush)."""
         config = NamespaceConfig(name=spec.name,
                                  max_message_size_in_kilobytes=spec.local.get("max_message_size_kb", 256))
+        if self.max_size_mb is not None:
+            config.max_size_in_megabytes = self.max_size_mb
         if self.in_memory:
             return Namespace.open(MemoryStore(), config=config, clock=SystemClock()), None
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
@@ -242,6 +251,27 @@ class BrokerServer:
         store = SqliteStore(str(path), synchronous="NORMAL")
         engine = Namespace.open(store, config=config, clock=SystemClock())
         return engine, (WalSync(path) if self.synchronous == "FULL" else None)
+
+    def _problems(self, engine: Any, endpoint: NamespaceEndpoint, listener: SaslListener) -> list[str]:
+        """What keeps a namespace from serving fully (empty: healthy), asked of the reactor itself."""
+        if not self.thread.alive:
+            return ["the AMQP reactor thread has stopped: no AMQP client is served"]
+
+        def check() -> list[str]:
+            problems = []
+            if not listener.listening:
+                problems.append("the AMQP listener is closed")
+            if not engine.has_storage_room():
+                problems.append("storage full: the disk under the namespace's store is nearly full; sends "
+                                "are refused, receives and settlements work")
+            if endpoint.failure is not None:
+                problems.append(f"the last commit failed: {endpoint.failure.description}")
+            return problems
+
+        try:
+            return self.thread.call(check, timeout=HEALTH_TIMEOUT_S)
+        except TimeoutError:
+            return [f"the AMQP reactor did not answer within {HEALTH_TIMEOUT_S:.0f} s"]
 
     def _on_fault_change(self, endpoint: NamespaceEndpoint, old: FaultState, new: FaultState) -> None:
         if new.drops_connections and not old.drops_connections:

@@ -19,6 +19,8 @@ from local_broker.engine.errors import (
     SessionCannotBeLockedError,
     SessionLockLostError,
     StoreError,
+    StoreFullError,
+    StoreWriteError,
     UnauthorizedError,
 )
 from local_broker.engine.message import Message, MessageState, ReceiveMode
@@ -82,6 +84,8 @@ __all__ = [
     "SqlFilter",
     "SqlRuleAction",
     "StoreError",
+    "StoreFullError",
+    "StoreWriteError",
     "SubscriptionProperties",
     "SystemClock",
     "TopicProperties",

@@ -122,5 +122,13 @@ class ServerBusyError(BrokerError):
     http_status = 503
 
 
+class StoreFullError(QuotaExceededError):
+    """The disk under the namespace's store is (nearly) full: sends are refused until there is room again."""
+
+
+class StoreWriteError(ServerBusyError):
+    """The store could not write a commit (an I/O error): the turn's changes were rolled back."""
+
+
 class StoreError(Exception):
     """The store cannot be opened (e.g. written by an unknown schema version); not a client error."""

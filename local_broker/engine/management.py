@@ -518,8 +518,9 @@ class Management:
     def _restore(self, state: StoredState, config: NamespaceConfig | None) -> None:
         """Rebuild every structure from a stored state (no validation: it was validated when written)."""
         self.config = codec.decode_value(state.config["config"])
-        if config is not None:
+        if config is not None:  # what the operator configures now wins over what was stored
             self.config.name = config.name
+            self.config.max_size_in_megabytes = config.max_size_in_megabytes
         self.created_at = state.config["created_at"]
         order = {"topic": 0, "queue": 1, "subscription": 2}
         for _key, kind, record in sorted(state.entities, key=lambda e: order[e[1]]):

@@ -26,6 +26,7 @@ from local_broker.engine.entities import (
 )
 from local_broker.engine.errors import (
     ArgumentError,
+    BrokerError,
     EntityDisabledError,
     EntityNotFoundError,
     MessageLockLostError,
@@ -37,6 +38,7 @@ from local_broker.engine.errors import (
     ServerBusyError,
     SessionCannotBeLockedError,
     SessionLockLostError,
+    StoreFullError,
 )
 from local_broker.engine.filtering import CompiledRule, Route, always, matching_rules
 from local_broker.engine.journal import Journal, NullJournal
@@ -61,6 +63,7 @@ SCHEDULED = MessageState.SCHEDULED
 MAIN = SubQueueKind.MAIN
 INF = math.inf
 MAX_TRANSFER_HOPS = 4
+MAX_HEADER_BYTES = 65536  # all properties of a message: Service Bus's header stream quota
 
 _NON_SESSION_RECEIVER = (
     "It is not possible for an entity that requires sessions to create a non-sessionful message receiver."
@@ -195,8 +198,30 @@ class Namespace(Management, Transactions):
                 cb(path)
 
     def commit(self) -> None:
-        """Make every change since the last commit durable (one store transaction)."""
-        self._journal.commit(self._record_of)
+        """Make every change since the last commit durable (one store transaction).
+
+        If the store fails (`BrokerError`), it has stored none of the changes; the namespace goes back to
+        the last committed state (reloaded from the store), so nothing a client was not told about stays,
+        and the error is raised for the adapter to answer every operation since the last commit with."""
+        try:
+            self._journal.commit(self._record_of)
+        except BrokerError:
+            self._reload()
+            raise
+
+    def has_storage_room(self) -> bool:
+        """False while the store's disk is (nearly) full and sends are refused."""
+        return self._store.has_room()
+
+    def _reload(self) -> None:
+        """Replace every structure with the store's committed state (the engine object stays the same)."""
+        fresh = type(self)(self.config, clock=self.clock, store=self._store)
+        state = self._store.load()
+        if state is not None:
+            fresh._restore(state, self.config)
+        fresh._callbacks = self._callbacks
+        self.__dict__.clear()
+        self.__dict__.update(fresh.__dict__)
 
     def close(self) -> None:
         self.commit()
@@ -280,6 +305,12 @@ class Namespace(Management, Transactions):
     def _validate_batch(
         self, target: Queue | Topic, messages: list[Message], check_quota: bool = True
     ) -> int:
+        if not self._store.has_room():
+            raise StoreFullError(
+                f"The namespace '{self.config.name}' has no storage space left for new messages: its disk is "
+                "full. Receiving, completing and deleting messages still work; retry the send once space is "
+                "freed."
+            )
         max_size = target.props.max_message_size_in_kilobytes * 1024
         requires_session = isinstance(target, Queue) and target.props.requires_session
         partitioned = target.partitioned
@@ -292,6 +323,13 @@ class Namespace(Management, Transactions):
                 raise MessageSizeExceededError(
                     f"The message size {size} bytes exceeds the limit of {max_size} bytes allowed on "
                     f"entity '{target.path}'."
+                )
+            if size - len(m.body) > MAX_HEADER_BYTES:
+                raise MessageSizeExceededError(
+                    "A serialization error occurred while processing the message header stream. The "
+                    f"serialization process return the following message: The size quota for this stream "
+                    f"({MAX_HEADER_BYTES}) has been exceeded. The properties of a message must not exceed "
+                    f"{MAX_HEADER_BYTES} bytes on entity '{target.path}'."
                 )
             m.size = size
             total += size
@@ -316,7 +354,19 @@ class Namespace(Management, Transactions):
         error = self._quota_error(target, total) if check_quota else None
         if error is not None:
             raise error
+        if check_quota:
+            self._check_namespace_quota(total)
         return total
+
+    def _check_namespace_quota(self, adding: int) -> None:
+        limit = self.config.max_size_in_megabytes * 1048576
+        current = sum(q.size for q in self._queues.values()) + sum(t.size for t in self._topics.values())
+        if current + adding > limit:
+            raise QuotaExceededError(
+                "The maximum namespace size has been reached or exceeded for namespace "
+                f"'{self.config.name}'. Size of all entities in bytes:{current}, Max namespace size in "
+                f"bytes:{limit}."
+            )
 
     @staticmethod
     def _check_properties(m: Message) -> None:

@@ -216,6 +216,7 @@ class NamespaceConfig:
     name: str = "sbemulatorns"
     premium: bool = False  # Premium allows MaxMessageSizeInKilobytes 1024..102400 per entity
     max_message_size_in_kilobytes: int = 256
+    max_size_in_megabytes: int = 409_600  # all entities' messages together (Standard: 400 GB)
     max_entities: int = 10_000
     max_subscriptions_per_topic: int = 2_000
     max_sql_filters_per_topic: int = 2_000

@@ -59,7 +59,12 @@ class Store(Protocol):
         ...
 
     def write(self, changes: ChangeSet) -> None:
-        """Apply the change set in one transaction; return only once it is durable."""
+        """Apply the change set in one transaction; return only once it is durable. On failure nothing of
+        it is stored and a `BrokerError` says why (`StoreFullError`: no space; `StoreWriteError`)."""
+        ...
+
+    def has_room(self) -> bool:
+        """Whether new messages may be stored (False: the disk is nearly full)."""
         ...
 
     def close(self) -> None: ...
@@ -75,6 +80,9 @@ class MemoryStore:
 
     def write(self, changes: ChangeSet) -> None:
         return None
+
+    def has_room(self) -> bool:
+        return True
 
     def close(self) -> None:
         return None

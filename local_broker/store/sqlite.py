@@ -1,19 +1,32 @@
-"""A namespace in one SQLite file, WAL mode; each commit of the engine is one transaction."""
+"""A namespace in one SQLite file, WAL mode; each commit of the engine is one transaction.
+
+A full disk must not wedge the namespace: next to the database the store keeps a reserve file
+(`<file>.reserve`, RESERVE_BYTES of zeros). When the filesystem is nearly full (less free than the reserve)
+or a commit fails for lack of space, the store gives the reserve back to the filesystem and says it has no
+room: the engine then refuses sends (they add data) but receives, completes and deletes, which write little
+and free space, still commit into the space the reserve left. Once the reserve can be written again,
+there is room and sends are accepted again.
+"""
 
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from local_broker.engine.errors import StoreError
+from local_broker.engine.errors import StoreError, StoreFullError, StoreWriteError
 from local_broker.engine.message import Message, MessageState
 from local_broker.store.base import ChangeSet, StoredState
 from local_broker.store.codec import decode_properties, dumps, encode_properties, loads
 
 SCHEMA_VERSION = 2
+RESERVE_BYTES = 8 * 1024 * 1024
+ROOM_CHECK_SECONDS = 0.5  # how stale the free-space reading may be
+_SQLITE_FULL = 13
 
 _SCHEMA = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -124,13 +137,20 @@ class SqliteStore:
 
     journaled = True
 
-    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, synchronous: str = "FULL",
+                 reserve_bytes: int = RESERVE_BYTES) -> None:
         self.path = str(path)
+        self.reserve_path = Path(self.path + ".reserve")
+        self.reserve_bytes = reserve_bytes
+        self._room = True
+        self._room_checked_at = 0.0
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.execute("PRAGMA foreign_keys=OFF")
         self._check_schema()
+        if not self._claim_reserve():
+            self._out_of_room()
 
     def _check_schema(self) -> None:
         has_table = self._db.execute(
@@ -247,9 +267,63 @@ class SqliteStore:
                 else:
                     db.execute("INSERT OR REPLACE INTO session_states VALUES (?, ?, ?)", (owner, sid, state))
             db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._roll_back()
+            raise self._failure(exc) from exc
         except BaseException:
-            db.execute("ROLLBACK")
+            self._roll_back()
             raise
+
+    def _roll_back(self) -> None:
+        if self._db.in_transaction:  # SQLite rolls back by itself after some errors (e.g. a full disk)
+            self._db.execute("ROLLBACK")
+
+    def _failure(self, exc: sqlite3.Error) -> StoreFullError | StoreWriteError:
+        if getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or self._free_bytes() < self.reserve_bytes:
+            self._out_of_room()
+            return StoreFullError(f"The namespace's storage is full: {exc}. Messages can be received, "
+                                  "completed and deleted; sends are refused until there is space again.")
+        return StoreWriteError(f"The namespace's store could not write this operation: {exc}. Retry.")
+
+    # --- room on disk -----------------------------------------------------------------------------
+
+    def has_room(self) -> bool:
+        """Whether sends may add data (see the module docstring); checked at most every 0.5 s."""
+        now = time.monotonic()
+        if now - self._room_checked_at < ROOM_CHECK_SECONDS:
+            return self._room
+        self._room_checked_at = now
+        if self._room:
+            if self._free_bytes() < self.reserve_bytes or not self._claim_reserve():
+                self._out_of_room()
+        elif self._free_bytes() >= 2 * self.reserve_bytes and self._claim_reserve():
+            self._room = True  # the reserve is back, and as much again is free
+        return self._room
+
+    def _out_of_room(self) -> None:
+        self._room = False
+        self._room_checked_at = time.monotonic()
+        self.reserve_path.unlink(missing_ok=True)
+
+    def _claim_reserve(self) -> bool:
+        """Write the reserve file (if missing); False when the filesystem has no space for it."""
+        try:
+            if self.reserve_path.exists() and self.reserve_path.stat().st_size >= self.reserve_bytes:
+                return True
+            with open(self.reserve_path, "wb") as handle:
+                chunk = bytes(1024 * 1024)
+                for _ in range(0, self.reserve_bytes, len(chunk)):
+                    handle.write(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            return True
+        except OSError:
+            self.reserve_path.unlink(missing_ok=True)
+            return False
+
+    def _free_bytes(self) -> int:
+        stats = os.statvfs(Path(self.path).parent)
+        return stats.f_bavail * stats.f_frsize
 
     def close(self) -> None:
         self._db.close()

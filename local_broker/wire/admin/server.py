@@ -12,6 +12,8 @@ Construction (by `local_broker.server`, one per namespace):
   (re-raising its exception). Each request makes one such call.
 * `faults`: `local_broker.faults.NamespaceFaults`; while the namespace is down the management routes
   answer 503 (the control routes keep working so a drill can bring it back), and `latency_ms` delays them.
+* `health()`: the reasons the namespace does not serve fully (reactor, listener, store); `/health` answers
+  503 with them, 200 when there are none.
 
 TLS and plain HTTP share the port: a connection whose first byte is 0x16 (a TLS ClientHello) is wrapped
 in TLS, anything else is served as plain HTTP (so `curl http://127.0.0.1:PORT/health` works). The SDK
@@ -57,6 +59,7 @@ TLS_RECORD_HANDSHAKE = 0x16
 HANDSHAKE_TIMEOUT = 10.0
 IDLE_TIMEOUT = 120.0
 SHUTDOWN_POLL_SECONDS = 0.05
+DRAIN_LIMIT = 64 << 20  # bytes of a refused request body read (and dropped) before answering
 JSON = "application/json"
 BEARER = "Bearer "
 
@@ -116,6 +119,10 @@ class _BadBody(Exception):
         self.status = status
 
 
+def _too_large() -> _BadBody:
+    return _BadBody(413, f"The request body is larger than the {atom.MAX_BODY_BYTES} bytes allowed.")
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -147,14 +154,40 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(answer.status, answer.body, answer.content_type)
 
     def _read_body(self) -> bytes:
+        size = self._declared_size()
+        if size > atom.MAX_BODY_BYTES:
+            self._drain(size)
+            raise _too_large()
+        return self.rfile.read(size) if size else b""
+
+    def _declared_size(self) -> int:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             raise _BadBody(411, "Chunked request bodies are not supported; send a Content-Length.")
         declared = self.headers.get("Content-Length") or "0"
         if not declared.isdigit():
             raise _BadBody(400, f"Content-Length '{declared}' is not a number.")
-        if int(declared) > atom.MAX_BODY_BYTES:
-            raise _BadBody(413, f"The request body is larger than {atom.MAX_BODY_BYTES} bytes.")
-        return self.rfile.read(int(declared)) if int(declared) else b""
+        return int(declared)
+
+    def _drain(self, size: int) -> None:
+        """Read and drop a refused body: a client still sending it would not read the answer (its TLS layer
+        reports the closed connection instead). Past DRAIN_LIMIT the connection is just closed."""
+        remaining = size if size <= DRAIN_LIMIT else 0
+        while remaining:
+            chunk = self.rfile.read(min(remaining, 1 << 16))
+            if not chunk:
+                return
+            remaining -= len(chunk)
+
+    def handle_expect_100(self) -> bool:
+        """`Expect: 100-continue`: a body that would be refused is refused before the client sends it."""
+        try:
+            if self._declared_size() > atom.MAX_BODY_BYTES:
+                raise _too_large()
+        except _BadBody as exc:
+            self.close_connection = True
+            self._send(exc.status, atom.render_error(exc.status, str(exc)), atom.ERROR_CONTENT_TYPE)
+            return False
+        return super().handle_expect_100()
 
     def _send(self, status: int, payload: bytes, content_type: str) -> None:
         self.send_response(status)
@@ -169,11 +202,12 @@ class AdminServer:
 
     def __init__(self, namespace_name: str, host: str, port: int, cert_path: str, key_path: str,
                  auth: NamespaceAuth, run_on_engine: RunOnEngine, faults: NamespaceFaults,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, health: Callable[[], list[str]] = list) -> None:
         self.namespace_name = namespace_name
         self.auth = auth
         self.faults = faults
         self.clock = clock
+        self.health = health  # what keeps the namespace from serving fully (empty: nothing)
         self.tls_context = Certificate(Path(cert_path), Path(key_path)).server_context()
         self.operations = Operations(namespace_name, run_on_engine)
         self.control = ControlApi(namespace_name, faults, run_on_engine)
@@ -212,7 +246,7 @@ class AdminServer:
         segments = [unquote(s) for s in parts.path.split("/") if s]
         lowered = {k.lower(): v for k, v in headers.items()}
         if [s.lower() for s in segments] == ["health"] and method == "GET":
-            return AdminResponse(200, self._health(), JSON)
+            return self._health()
         is_control = bool(segments) and segments[0].lower() == CONTROL_PREFIX
         try:
             claim = self._verify(lowered.get("authorization"))
@@ -231,10 +265,14 @@ class AdminServer:
             log.exception("management request %s %s failed", method, raw_path)
             return _error(500, "The broker failed to process the request.")
 
-    def _health(self) -> bytes:
-        state = self.faults.state
-        return json.dumps({"status": "ok", "namespace": self.namespace_name,
-                           "namespace_down": state.namespace_down}).encode()
+    def _health(self) -> AdminResponse:
+        """200 when the namespace serves fully; 503 with the reasons when not (fault injection aside)."""
+        problems = self.health()
+        body = {"status": "degraded" if problems else "ok", "namespace": self.namespace_name,
+                "namespace_down": self.faults.state.namespace_down}
+        if problems:
+            body["reasons"] = problems
+        return AdminResponse(503 if problems else 200, json.dumps(body).encode(), JSON)
 
     def _verify(self, token: str | None) -> Any:
         if not token:

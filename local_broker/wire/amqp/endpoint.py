@@ -25,7 +25,13 @@ from urllib.parse import urlsplit
 from proton import Connection, Delivery, Endpoint, Handler, Link, symbol, ulong
 
 from local_broker.auth import LISTEN, SEND, Claim, NamespaceAuth
-from local_broker.engine import BrokerError, EntityNotFoundError, OperationTimeoutError, ReceiveMode
+from local_broker.engine import (
+    BrokerError,
+    EntityNotFoundError,
+    OperationTimeoutError,
+    ReceiveMode,
+    StoreWriteError,
+)
 from local_broker.faults import NamespaceFaults
 from local_broker.wire.amqp import compat, management, messages
 from local_broker.wire.amqp.codec import MessageDecodeError
@@ -42,6 +48,7 @@ LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
 MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
 INCOMING_CREDIT = 1000
 DEFAULT_SESSION_WAIT_S = 60.0
+MAX_CONNECTIONS = 5000  # AMQP connections per namespace, as Service Bus Basic/Standard allows
 
 
 class Node(Enum):
@@ -70,6 +77,7 @@ class ConnectionState:
     claims: list[Claim] = field(default_factory=list)
     container_id: str = ""
     closing: bool = False  # the broker closed it: it takes no more transfers
+    counted: bool = False  # holds one of the namespace's connection quota
 
     def authorizes(self, path: str, right: str) -> bool:
         now = time.time()
@@ -94,9 +102,12 @@ class NamespaceEndpoint(Handler):
     """proton handler of every connection accepted for one namespace."""
 
     def __init__(self, name: str, namespace: Any, auth: NamespaceAuth, engine_thread: EngineThread,
-                 faults: NamespaceFaults | None = None, sync: Callable[[], None] | None = None) -> None:
+                 faults: NamespaceFaults | None = None, sync: Callable[[], None] | None = None,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         super().__init__()
         self.name = name
+        self.max_connections = max_connections
+        self.open_connections = 0
         self.sync = sync  # makes the last commit survive power loss (see `commit`)
         self.new_data = False  # this turn accepted messages or management changes
         self.faults = faults or NamespaceFaults()
@@ -109,6 +120,8 @@ class NamespaceEndpoint(Handler):
         self.ready: set[Link] = set()  # receiver links to feed at the end of the turn
         self.ready_paths: set[str] = set()
         self.connections: set[Connection] = set()
+        self.replies: list[tuple[Callable[[], None], Callable[[BrokerError], None] | None]] = []
+        self.failure: BrokerError | None = None  # why the last commit failed
         namespace.on_available(self._on_available)
         engine_thread.participants.append(self)
 
@@ -130,11 +143,27 @@ class NamespaceEndpoint(Handler):
         survive power loss. Settlements and receives are only committed (they survive a killed broker):
         losing one to power loss makes a message come back, which at-least-once delivery allows, and
         skipping their flush saves one disk sync per settled message for clients that settle one by one.
+        If the store fails (a full disk, an I/O error), the engine is back at its last commit and every
+        operation of the turn is answered with the error instead (`failure`, for `EngineThread.call`).
         """
-        self.ns.commit()
-        if self.sync is not None and (self.new_data or self.thread.external_changes):
-            self.sync()
-        self.new_data = False
+        replies, self.replies = self.replies, []
+        new_data, self.new_data = self.new_data, False
+        self.failure = None
+        try:
+            self.ns.commit()
+            if self.sync is not None and (new_data or self.thread.external_changes):
+                self.sync()
+        except (BrokerError, OSError) as exc:
+            self.failure = exc if isinstance(exc, BrokerError) else StoreWriteError(
+                f"The namespace's store could not be synced to disk: {exc}. Retry.")
+            log_event(log, logging.ERROR, "commit-failed", namespace=self.name,
+                      error=self.failure.description, operations=len(replies))
+            self.ready_paths.update(self.receivers)  # messages handed out this turn are available again
+        for action, refuse in replies:
+            if self.failure is None or refuse is None:
+                self._after_commit(action)
+            else:
+                refuse(self.failure)
 
     def next_deadline(self) -> float | None:
         return self.ns.next_deadline()
@@ -176,9 +205,14 @@ class NamespaceEndpoint(Handler):
                 connection.sb.closing = True
                 connection.close()
 
-    def respond(self, action: Callable[[], None]) -> None:
-        """Send a response after this turn's commit, later still when a fault adds latency."""
-        delay = self.faults.state.latency_seconds
+    def respond(self, action: Callable[[], None],
+                refuse: Callable[[BrokerError], None] | None = None) -> None:
+        """Send a response after this turn's commit; if the commit fails, `refuse(error)` instead (without
+        `refuse` the response goes anyway: it promised nothing the commit had to keep)."""
+        self.replies.append((action, refuse))
+
+    def _after_commit(self, action: Callable[[], None]) -> None:
+        delay = self.faults.state.latency_seconds  # a fault adds latency to every answer
         if delay:
             self.thread.after_commit.append(lambda: self.thread.later(delay, action))
         else:
@@ -196,8 +230,23 @@ class NamespaceEndpoint(Handler):
         state.container_id = connection.remote_container or ""
         connection.container = "sbfed-" + self.name
         connection.open()
+        if self.open_connections >= self.max_connections:
+            self._refuse_connection(connection)
+            return
+        state.counted = True
+        self.open_connections += 1
         log_event(log, logging.INFO, "connection-open", namespace=self.name, peer=state.peer,
                   container=state.container_id, sasl="PLAIN" if state.sasl_claim else "ANONYMOUS")
+
+    def _refuse_connection(self, connection: Connection) -> None:
+        """Over the connection quota: opened and closed at once with the error Service Bus sends."""
+        description = (f"ConnectionsQuotaExceeded: the namespace '{self.name}' already has "
+                       f"{self.open_connections} AMQP connections, its maximum.")
+        connection.condition = compat.error("amqp:resource-limit-exceeded", description)
+        connection.sb.closing = True
+        connection.close()
+        log_event(log, logging.WARNING, "connection-refused", namespace=self.name, peer=connection.sb.peer,
+                  reason="ConnectionsQuotaExceeded", limit=self.max_connections)
 
     def on_session_remote_open(self, event) -> None:
         event.session.open()
@@ -226,6 +275,8 @@ class NamespaceEndpoint(Handler):
         if connection is None or connection not in self.connections:
             return
         self.connections.discard(connection)
+        if connection.sb.counted:
+            self.open_connections -= 1
         link = connection.link_head(0)
         while link:
             self._forget_link(link)
@@ -432,7 +483,7 @@ class NamespaceEndpoint(Handler):
         if delivery.settled:
             delivery.settle()
         else:
-            self.respond(lambda: compat.accept(delivery))
+            self.respond(lambda: compat.accept(delivery), _rejection(delivery))
 
     def _log_refusal(self, event: str, state: LinkState, exc: BrokerError) -> None:
         log_event(log, logging.INFO, event, namespace=self.name, peer=state.connection.peer,
@@ -465,7 +516,9 @@ class NamespaceEndpoint(Handler):
 
         reply = self.management.handle(state.path, request, authorize)
         self.new_data = True
-        self.respond(lambda: self._reply(link, state, request, reply))
+        self.respond(lambda: self._reply(link, state, request, reply),
+                     lambda exc: self._reply(link, state, request, management.Reply(
+                         exc.http_status, exc.description, condition=exc.amqp_condition)))
 
     def _reply(self, link: Link, state: LinkState, request: management.Request,
                reply: management.Reply) -> None:
@@ -523,7 +576,12 @@ class NamespaceEndpoint(Handler):
         if delivery.settled:
             delivery.settle()
         else:
-            self.respond(lambda: compat.echo_outcome(delivery))
+            self.respond(lambda: compat.echo_outcome(delivery), _rejection(delivery))
+
+
+def _rejection(delivery: Delivery) -> Callable[[BrokerError], None]:
+    """How a delivery is answered when the commit it waited for failed."""
+    return lambda exc: compat.reject(delivery, exc.amqp_condition, exc.description)
 
 
 def _reply_link(connection: Connection, address: str, node: Node) -> Link | None:

@@ -31,6 +31,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from local_broker.engine import BrokerError
 from local_broker.wire.amqp.compat import GreedyIO, error
 from local_broker.wire.amqp.logs import log_event, quiet_proton_socket_noise
+from local_broker.wire.amqp.poller import EpollSelector
 
 log = logging.getLogger("local_broker.amqp")
 T = TypeVar("T")
@@ -38,6 +39,8 @@ T = TypeVar("T")
 
 class TurnParticipant(Protocol):
     """Something that works in step with the reactor's turns (a namespace's AMQP endpoint)."""
+
+    failure: BaseException | None  # why its last commit failed (None: it did not)
 
     def before_commit(self) -> None: ...
     def commit(self) -> None: ...
@@ -264,6 +267,14 @@ class BrokerContainer(Container):
         return EventType.TYPES.get(cproton.pn_event_type(impl)) is Event.REACTOR_QUIESCED
 
 
+def _resolve(future: Future, result: Any, participant: TurnParticipant | None) -> None:
+    failure = None if participant is None else participant.failure
+    if failure is not None:
+        future.set_exception(failure)
+    else:
+        future.set_result(result)
+
+
 class _Timer(Handler):
     def __init__(self, action: Callable[[], None]) -> None:
         super().__init__()
@@ -283,12 +294,14 @@ class EngineThread(Handler):
         # Set directly rather than through the constructor, which would wrap it in proton's GlobalOverrides
         # (reconnect hooks of outgoing connections, which a broker never makes) at a cost on every event.
         self.container.global_handler = GreedyIO()
+        self.container.global_handler._selector = EpollSelector()  # select() dies at fd 1024
         self.container.container_id = "sbfed-local-broker"
         self.participants: list[TurnParticipant] = []
         self.after_commit: list[Callable[[], None]] = []
         self.timer_at: float | None = None
         self.external_changes = False  # this turn ran calls from other threads (admin, control)
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future, TurnParticipant | None]] = \
+            queue.SimpleQueue()
         self._injector = EventInjector()
         self.container.selectable(self._injector)
         self._thread: threading.Thread | None = None
@@ -305,6 +318,10 @@ class EngineThread(Handler):
         except Exception:
             log.exception("reactor stopped by an unexpected error")
             raise
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def on_closing(self, fn: Callable[[], None]) -> None:
         """Register work for shutdown (close listeners and connections, close stores); runs on the reactor."""
@@ -327,26 +344,28 @@ class EngineThread(Handler):
             self._injector.close()
             self.container.stop()
 
-        self._calls.put((shutdown, Future()))
+        self._calls.put((shutdown, Future(), None))
         self._injector.trigger(ApplicationEvent("engine_call"))
         self._thread.join(timeout)
         if self._thread.is_alive():
             log_event(log, logging.ERROR, "shutdown-timeout", seconds=timeout)
 
     # --- executor -------------------------------------------------------------------------------
-    def call(self, fn: Callable[[], T], timeout: float | None = 30.0) -> T:
-        """Run `fn` on the reactor; return its result (or raise its error) once its changes are durable."""
+    def call(self, fn: Callable[[], T], timeout: float | None = 30.0,
+             participant: TurnParticipant | None = None) -> T:
+        """Run `fn` on the reactor; return its result (or raise its error) once its changes are durable.
+        With `participant` (the namespace `fn` changes), a failed commit of it is raised instead."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("EngineThread.call from the reactor thread would deadlock; call fn directly")
         future: Future = Future()
-        self._calls.put((fn, future))
+        self._calls.put((fn, future, participant))
         self._injector.trigger(ApplicationEvent("engine_call"))
         return future.result(timeout)
 
     def on_engine_call(self, event) -> None:
         while True:
             try:
-                fn, future = self._calls.get_nowait()
+                fn, future, participant = self._calls.get_nowait()
             except queue.Empty:
                 return
             self.external_changes = True
@@ -355,7 +374,7 @@ class EngineThread(Handler):
             except BaseException as exc:  # handed back to the calling thread
                 self.after_commit.append(lambda f=future, e=exc: f.set_exception(e))
             else:
-                self.after_commit.append(lambda f=future, r=result: f.set_result(r))
+                self.after_commit.append(lambda f=future, r=result, p=participant: _resolve(f, r, p))
 
     # --- the turn ---------------------------------------------------------------------------------
     def on_reactor_quiesced(self, event) -> None:

@@ -23,6 +23,7 @@ from proton import (
     Connection,
     Data,
     Described,
+    Endpoint,
     Handler,
     Transport,
     Url,
@@ -47,7 +48,7 @@ AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_MECHANISMS, SASL_INIT, SASL_OUTCOME = 0x40, 0x41, 0x44
 OUTCOME_OK, OUTCOME_AUTH = 0, 1
 MAX_SASL_FRAME = 65536
-SASL_TIMEOUT_S = 20.0
+HANDSHAKE_TIMEOUT_S = 20.0  # from accept to the client's AMQP open (SASL included)
 
 # A new connection: the proton Connection (bound to a server transport) and its SASL identity
 # (None for ANONYMOUS, whose rights come from CBS put-token).
@@ -81,6 +82,7 @@ class SaslDoor(Handler):
         self.bound = False
         self.greeted = False
         self.selectable = None
+        self.connection: Connection | None = None
 
     # --- the socket API the reactor's IOHandler uses -------------------------------------------
     def fileno(self) -> int:
@@ -121,8 +123,18 @@ class SaslDoor(Handler):
             self._drop(f"bad SASL exchange: {exc}")
 
     def on_timer_task(self, event) -> None:
+        """The handshake timeout: a socket that has not opened its AMQP connection by now is closed."""
         if not self.bound:
             self._drop("SASL exchange timed out")
+            return
+        connection = self.connection
+        if connection is None or not connection.state & Endpoint.REMOTE_UNINIT:
+            return
+        transport = connection.transport
+        if transport is not None:
+            log_event(log, logging.INFO, "connection-dropped", peer=self.peer, reason="no AMQP open in time")
+            transport.close_tail()
+            transport.close_head()
 
     def _advance(self) -> None:
         if not self.inbox.startswith(SASL_HEADER[: len(self.inbox)]) and not self.authenticated:
@@ -191,6 +203,7 @@ class SaslDoor(Handler):
         transport = Transport(Transport.SERVER)
         transport.idle_timeout = 0
         transport.bind(connection)
+        self.connection = connection
         self.selectable._transport = transport
         transport._selectable = self.selectable
         self.listener.on_connection(connection, self.claim, self.peer)
@@ -218,8 +231,10 @@ class SaslListener(Handler):
     """The listening socket of one namespace on the reactor; every connection goes through a SaslDoor."""
 
     def __init__(self, container: Container, host: str, port: int, auth: NamespaceAuth, handler: Handler,
-                 on_connection: OnConnection, faults: NamespaceFaults | None = None) -> None:
+                 on_connection: OnConnection, faults: NamespaceFaults | None = None,
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
         super().__init__()
+        self.handshake_timeout = handshake_timeout
         self.faults = faults or NamespaceFaults()
         self.container = container
         self.auth = auth
@@ -251,7 +266,11 @@ class SaslListener(Handler):
         door.selectable.reading = True
         door.selectable._transport = None
         self.container.update(door.selectable)
-        self.container.schedule(SASL_TIMEOUT_S, Guarded(door))
+        self.container.schedule(self.handshake_timeout, Guarded(door))
+
+    @property
+    def listening(self) -> bool:
+        return self.sock.fileno() != -1 and not self.selectable.is_terminal
 
     def close(self) -> None:
         if not self.selectable.is_terminal:

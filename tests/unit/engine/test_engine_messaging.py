@@ -357,6 +357,32 @@ def test_entity_quota(ns: Namespace) -> None:
     ns.send("small", msg(body))
 
 
+def test_namespace_quota_counts_every_entity(clock) -> None:
+    ns = Namespace(NamespaceConfig(max_size_in_megabytes=1), clock=clock)
+    ns.create_queue(QueueProperties("a"))
+    ns.create_topic(TopicProperties("t"))
+    ns.create_subscription("t", SubscriptionProperties("s"))
+    body = b"x" * (200 * 1024)
+    for _ in range(3):
+        ns.send("a", msg(body))
+    for _ in range(2):
+        ns.send("t", msg(body))
+    with pytest.raises(QuotaExceededError, match="Max namespace size in bytes:1048576"):
+        ns.send("a", msg(body))
+    ns.receive("t/subscriptions/s", 1, ReceiveMode.RECEIVE_AND_DELETE)  # freeing space anywhere helps
+    ns.send("a", msg(body))
+
+
+def test_message_header_quota(ns: Namespace, queue: str) -> None:
+    """All properties of a message together may not exceed 64 KB (Service Bus's header stream quota)."""
+    over = {f"p{i:05d}": "v" * 10 for i in range(5_000)}
+    with pytest.raises(MessageSizeExceededError, match=r"size quota for this stream \(65536\)"):
+        ns.send(queue, msg(application_properties=over))
+    under = {f"p{i:05d}": "v" * 10 for i in range(3_000)}
+    ns.send(queue, msg(application_properties=under))
+    assert len(ns.peek(queue, 0, 1)[0].application_properties) == 3_000
+
+
 @pytest.mark.parametrize(
     ("status", "send_ok", "receive_ok"),
     [

@@ -21,6 +21,7 @@ from local_broker.engine import (
     SqlFilter,
     SqlRuleAction,
     StoreError,
+    StoreFullError,
     SubscriptionProperties,
     TopicProperties,
 )
@@ -246,3 +247,29 @@ def test_messages_that_vanish_on_activation_or_forwarding_leave_no_row(tmp_path:
     assert ns2.get_topic_runtime_properties("t").scheduled_message_count == 0
     assert [x.body for x in ns2.peek("dd", 0, 10)] == [b"first"]
     assert ns2.get_queue_runtime_properties("work").total_message_count == 0
+
+
+def test_a_commit_the_disk_cannot_hold_rolls_the_namespace_back(tmp_path: Path) -> None:
+    """SQLite's page limit fails a commit the way a full disk does ("database or disk is full")."""
+    store = SqliteStore(tmp_path / "ns.db")
+    ns = Namespace.open(store, clock=FakeClock())
+    ns.create_queue(QueueProperties("q"))
+    ns.send("q", [Message(b"kept-1"), Message(b"kept-2")])
+    ns.commit()
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages}")
+    ns.send("q", Message(b"x" * 200_000))
+    ns.create_queue(QueueProperties("made-in-the-failed-turn"))
+    with pytest.raises(StoreFullError, match="storage is full"):
+        ns.commit()
+    # Back at the last commit: the failed turn's message and queue are gone, in memory as on disk.
+    assert [m.body for m in ns.peek("q", 0, 10)] == [b"kept-1", b"kept-2"]
+    assert [q.name for q in ns.list_queues()] == ["q"]
+    assert not store.reserve_path.exists()  # given back to the filesystem for settlements
+    # Sends are refused at once now; receive + complete of a stored message still commits.
+    with pytest.raises(StoreFullError):
+        ns.send("q", Message(b"refused"))
+    [first] = ns.receive("q", 1)
+    ns.complete("q", [first.lock_token])
+    ns.commit()
+    assert [m.body for m in reopen(tmp_path / "ns.db", FakeClock()).peek("q", 0, 10)] == [b"kept-2"]
