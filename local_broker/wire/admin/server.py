@@ -60,6 +60,7 @@ HANDSHAKE_TIMEOUT = 10.0
 IDLE_TIMEOUT = 120.0
 SHUTDOWN_POLL_SECONDS = 0.05
 DRAIN_LIMIT = 64 << 20  # bytes of a refused request body read (and dropped) before answering
+DRAIN_IDLE_SECONDS = 1.0
 JSON = "application/json"
 BEARER = "Bearer "
 
@@ -170,13 +171,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drain(self, size: int) -> None:
         """Read and drop a refused body: a client still sending it would not read the answer (its TLS layer
-        reports the closed connection instead). Past DRAIN_LIMIT the connection is just closed."""
+        reports the closed connection instead). Past DRAIN_LIMIT, or once the client pauses for
+        DRAIN_IDLE_SECONDS (it waits for the answer), the answer goes and the connection closes."""
         remaining = size if size <= DRAIN_LIMIT else 0
-        while remaining:
-            chunk = self.rfile.read(min(remaining, 1 << 16))
-            if not chunk:
-                return
-            remaining -= len(chunk)
+        self.connection.settimeout(DRAIN_IDLE_SECONDS)
+        try:
+            while remaining:
+                chunk = self.rfile.read1(min(remaining, 1 << 16))
+                if not chunk:
+                    return
+                remaining -= len(chunk)
+        except OSError:  # a pause (timeout) or a reset: answer now
+            return
+        finally:
+            self.connection.settimeout(IDLE_TIMEOUT)
 
     def handle_expect_100(self) -> bool:
         """`Expect: 100-continue`: a body that would be refused is refused before the client sends it."""
