@@ -37,7 +37,8 @@ class BrokerProcess:
         self.log_path = work / "broker.log"
         store = ["--data", str(data_dir), "--sync", sync] if data_dir else ["--in-memory"]
         self.argv = [sys.executable, "-m", "sbfed", "broker", "serve", "--topology", str(self.topology_path),
-                     *store, "--ready-file", str(self.ready_path), "--log-level", "WARNING", *args]
+                     *store, "--amqp-port", "0", "--admin-port", "0", "--ready-file", str(self.ready_path),
+                     "--log-level", "WARNING", *args]
         self.process: subprocess.Popen[bytes] | None = None
         self.namespace: dict[str, Any] = {}
 
