@@ -274,6 +274,16 @@ class Namespace(Management, Transactions):
             raise EntityDisabledError(f"Messaging entity '{target.path}' is currently disabled for send.")
         return target
 
+    def max_message_size(self, path: str) -> int:
+        """Bytes: the largest message the entity at `path` (or its topic, for a subscription) accepts; what
+        an AMQP attach advertises as its max-message-size."""
+        target = self._lookup(path)
+        if isinstance(target, SubQueue):
+            target = target.entity
+        if isinstance(target, Subscription):
+            target = target.topic
+        return target.props.max_message_size_in_kilobytes * 1024
+
     def check_sender(self, path: str) -> str:
         """Raise what a sender link attach must fail with; returns the canonical path."""
         return self._send_target(path).path
@@ -316,6 +326,8 @@ class Namespace(Management, Transactions):
         partitioned = target.partitioned
         total = 0
         for m in messages:
+            if m.message_id is None:  # Service Bus gives every message an id: a GUID without dashes
+                m.message_id = uuid.uuid4().hex
             if m.application_properties or m.annotations:
                 self._check_properties(m)
             size = message_size(m)

@@ -163,30 +163,18 @@ def _apply_section(out: Sections, code: int, section: bytes) -> None:
         out.application_properties = dict(value or {})
 
 
-def split_batch(buf: bytes, sections: list[tuple[int, int, int]] | None = None) -> list[bytes] | None:
-    """The messages inside a batch envelope, or None when `buf` is an ordinary message.
-
-    A batch (transfer message-format 0x80013700) carries one Data section per message, each a complete
-    encoded message. proton 0.40 does not expose message-format, so this recognises the envelope by its
-    content: no header, no application-properties, and every Data section parses as a full message with a
-    body. (A single message whose body is itself an encoded AMQP message would be mistaken for a batch.)
-    """
+def batch_messages(buf: bytes) -> list[bytes]:
+    """The messages inside a batch envelope (a transfer with message-format 0x80013700): one per Data
+    section, each a complete encoded message. The envelope's other sections (header, properties,
+    application-properties: rhea and the JS SDK write them) describe the envelope, not the messages."""
     buf = bytes(buf)
-    if sections is None:
-        try:
-            sections = split_sections(buf)
-        except MessageDecodeError:
-            return None
-    inner: list[bytes] = []
-    for code, start, end in sections:
-        if code in (HEADER, APPLICATION_PROPERTIES, AMQP_SEQUENCE, AMQP_VALUE):
-            return None
-        if code == DATA:
-            payload = _data_payload(buf, start, end)
-            if not _is_complete_message(payload):
-                return None
-            inner.append(payload)
-    return inner or None
+    inner = [_data_payload(buf, start, end) for code, start, end in split_sections(buf) if code == DATA]
+    for position, payload in enumerate(inner):
+        if not _is_complete_message(payload):
+            raise MessageDecodeError(f"batch message {position} is not a complete AMQP message")
+    if not inner:
+        raise MessageDecodeError("a batch (message-format 0x80013700) without Data sections")
+    return inner
 
 
 def _data_payload(buf: bytes, start: int, end: int) -> bytes:

@@ -3,17 +3,18 @@
 servicebus-wire.md section 12 lists the pitfalls; each helper here is the workaround for one:
 binary delivery tags (proton decodes tags as UTF-8), 3-field errors (proton drops an empty info map,
 and the SDK hangs on a 2-field error), refusing a link with a null terminus, terminus filters and
-.NET tick timestamps, and socket reads bigger than proton's 8 KB per poll. Batch detection
-(message-format is invisible in proton) is `codec.split_batch`.
+.NET tick timestamps, socket reads bigger than proton's 8 KB per poll, and the transfer's message-format
+(proton parses and drops it; `BrokerTransport` reads it from the incoming frames).
 """
 
 from __future__ import annotations
 
+import struct
 import uuid
 from typing import Any
 
 import cproton_ffi
-from proton import Condition, Delivery, Link, ProtonException, Terminus, symbol
+from proton import Condition, Delivery, Link, ProtonException, Terminus, Transport, symbol
 from proton.handlers import IOHandler
 
 TRACKING_ID = symbol("com.microsoft:tracking-id")
@@ -25,6 +26,134 @@ def delivery_tag(delivery: Delivery) -> bytes:
     """The raw delivery tag (SDK senders use 4-byte counters that are not valid UTF-8)."""
     tag = _LIB.pn_delivery_tag(delivery._impl)
     return bytes(_FFI.unpack(tag.start, tag.size))
+
+
+class TransferFormats:
+    """The message-format of a connection's incoming transfers, read from the frames themselves.
+
+    proton 0.40 neither exposes nor keeps a transfer's message-format, yet it is what marks a batch
+    (0x80013700) whatever the envelope holds. This follows the AMQP frames a connection receives: attach
+    frames name the client's links by (channel, handle), and a transfer with a non-zero message-format is
+    remembered by (link name, delivery tag) until the endpoint asks for it. Only frame headers and the
+    first fields of transfer and attach performatives are read; payloads are skipped without copying.
+    """
+
+    ATTACH, TRANSFER = 0x12, 0x14
+    PERFORMATIVE_BYTES = 512  # enough for a transfer's first four fields (a tag is at most 32 bytes)
+
+    def __init__(self) -> None:
+        self.formats: dict[tuple[str, bytes], int] = {}  # (link name, delivery tag) -> message-format
+        self._names: dict[tuple[int, int], str] = {}  # (channel, handle) -> the client's link name
+        self._pending = b""  # the start of a frame whose performative is still incomplete
+        self._skip = 0  # bytes of the current frame's payload still to pass over
+
+    def take(self, link: Link, delivery: Delivery) -> int:
+        """The message-format of a complete incoming delivery (0 unless its transfer said otherwise)."""
+        return self.formats.pop((link.name, delivery_tag(delivery)), 0) if self.formats else 0
+
+    def feed(self, data: bytes) -> None:
+        if self._pending:  # a frame start that straddled two reads (a few hundred bytes at most)
+            data, self._pending = self._pending + bytes(data), b""
+        view, pos, end = memoryview(data), 0, len(data)
+        while pos < end:
+            if self._skip:
+                step = min(self._skip, end - pos)
+                self._skip -= step
+                pos += step
+                continue
+            if end - pos < 8:
+                self._pending = bytes(view[pos:end])
+                return
+            if view[pos:pos + 4] == b"AMQP":  # the protocol header, not a frame
+                pos += 8
+                continue
+            size = max(8, struct.unpack_from(">I", view, pos)[0])
+            head = min(size, self.PERFORMATIVE_BYTES)
+            if end - pos < head:
+                self._pending = bytes(view[pos:end])
+                return
+            self._read_frame(view[pos:pos + head])
+            pos += head
+            self._skip = size - head
+
+    def _read_frame(self, frame: memoryview) -> None:
+        body = frame[4] * 4
+        if frame[5] != 0 or len(frame) < body + 3 or frame[body:body + 2] != b"\x00\x53":
+            return  # an empty (heartbeat) frame, or not an AMQP performative
+        code = frame[body + 2]
+        if code not in (self.ATTACH, self.TRANSFER):
+            return
+        channel = struct.unpack_from(">H", frame, 6)[0]
+        try:
+            fields = _list_fields(frame, body + 3, 3 if code == self.ATTACH else 4)
+        except (IndexError, struct.error, ValueError):
+            return  # proton reports malformed frames itself
+        if code == self.ATTACH:
+            if len(fields) >= 3 and fields[2] is False:  # role sender: the client transfers on it
+                self._names[(channel, fields[1])] = fields[0]
+            return
+        if len(fields) >= 4 and fields[3] and fields[2] is not None:
+            name = self._names.get((channel, fields[0]))
+            if name is not None:
+                self.formats[(name, fields[2])] = fields[3]
+
+
+_UINTS = {0x43: (0, None), 0x52: (1, struct.Struct(">B")), 0x70: (4, struct.Struct(">I"))}
+
+
+def _list_fields(buf: memoryview, pos: int, wanted: int) -> list[Any]:
+    """Up to `wanted` first fields of the list at `pos`, as attach and transfer start with them: uints, a
+    binary tag, a string name, a boolean role, nulls; reading stops at any other type."""
+    code = buf[pos]
+    if code == 0x45:
+        return []
+    if code == 0xC0:
+        count, pos = buf[pos + 2], pos + 3
+    elif code == 0xD0:
+        count, pos = struct.unpack_from(">I", buf, pos + 5)[0], pos + 9
+    else:
+        raise ValueError(f"not a list: 0x{code:02x}")
+    fields: list[Any] = []
+    for _ in range(min(count, wanted)):
+        code = buf[pos]
+        if code in _UINTS:
+            width, unpack = _UINTS[code]
+            fields.append(0 if unpack is None else unpack.unpack_from(buf, pos + 1)[0])
+            pos += 1 + width
+        elif code in (0xA0, 0xA1):
+            end = pos + 2 + buf[pos + 1]
+            raw = bytes(buf[pos + 2:end])
+            fields.append(raw if code == 0xA0 else raw.decode("utf-8"))
+            pos = end
+        elif code in (0xB0, 0xB1):
+            end = pos + 5 + struct.unpack_from(">I", buf, pos + 1)[0]
+            raw = bytes(buf[pos + 5:end])
+            fields.append(raw if code == 0xB0 else raw.decode("utf-8"))
+            pos = end
+        elif code in (0x41, 0x42):
+            fields.append(code == 0x41)
+            pos += 1
+        elif code == 0x56:
+            fields.append(buf[pos + 1] != 0)
+            pos += 2
+        elif code == 0x40:
+            fields.append(None)
+            pos += 1
+        else:
+            break  # a type these fields never have: the fields so far are all there is to read
+    return fields
+
+
+class BrokerTransport(Transport):
+    """proton's server transport, plus the message-format of what the client transfers (`formats`)."""
+
+    def __init__(self) -> None:
+        super().__init__(Transport.SERVER)
+        self.transfer_formats = TransferFormats()
+
+    def push(self, binary: bytes) -> None:
+        super().push(binary)
+        self.transfer_formats.feed(binary)
 
 
 def error(condition: str, description: str) -> Condition:

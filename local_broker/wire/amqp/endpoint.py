@@ -27,7 +27,6 @@ from proton import Connection, Delivery, Endpoint, Handler, Link, symbol, ulong
 from local_broker.auth import LISTEN, SEND, Claim, NamespaceAuth
 from local_broker.engine import (
     BrokerError,
-    EntityNotFoundError,
     OperationTimeoutError,
     ReceiveMode,
     StoreWriteError,
@@ -70,6 +69,15 @@ class LinkState:
     tag_counter: int = 0
 
 
+@dataclass(slots=True)
+class UnroutedReply:
+    """A `$cbs`/`$management` reply whose reply link the client has not attached yet."""
+
+    request_link: Link
+    reply_to: str | None
+    payload: bytes
+
+
 @dataclass(eq=False)
 class ConnectionState:
     peer: str
@@ -78,6 +86,8 @@ class ConnectionState:
     container_id: str = ""
     closing: bool = False  # the broker closed it: it takes no more transfers
     counted: bool = False  # holds one of the namespace's connection quota
+    transfer_formats: compat.TransferFormats = field(default_factory=compat.TransferFormats)
+    unrouted: list[UnroutedReply] = field(default_factory=list)
 
     def authorizes(self, path: str, right: str) -> bool:
         now = time.time()
@@ -221,7 +231,8 @@ class NamespaceEndpoint(Handler):
     # --- connections ----------------------------------------------------------------------------------
     def accept_connection(self, connection: Connection, claim: Claim | None, peer: str) -> None:
         """Called by the SASL listener when a socket is handed to proton."""
-        connection.sb = ConnectionState(peer=peer, sasl_claim=claim)
+        connection.sb = ConnectionState(peer=peer, sasl_claim=claim,
+                                        transfer_formats=connection.transport.transfer_formats)
         self.connections.add(connection)
 
     def on_connection_remote_open(self, event) -> None:
@@ -312,9 +323,12 @@ class NamespaceEndpoint(Handler):
         path = address if node is Node.CBS else self.ns.resolve(entity_address(address))
         link.sb = LinkState(node=node, connection=link.connection.sb, path=path)
         compat.echo_termini(link)
+        link.max_message_size = self.ns.config.max_message_size_in_kilobytes * 1024
         link.open()
         if link.is_receiver:
             link.flow(INCOMING_CREDIT)
+        elif link.sb.connection.unrouted:
+            self._route_unrouted(link.sb.connection)
 
     def _open_sender_link(self, link: Link, address: str) -> None:
         path = self.ns.resolve(entity_address(address))
@@ -322,17 +336,11 @@ class NamespaceEndpoint(Handler):
         self.ns.check_sender(path)
         link.sb = LinkState(node=Node.SENDER, connection=link.connection.sb, path=path)
         compat.echo_termini(link)
-        link.properties = {MAX_BATCH_SIZE: ulong(self._max_message_size(path))}
+        size = self.ns.max_message_size(path)  # what the engine enforces; a batch travels as one message
+        link.max_message_size = size
+        link.properties = {MAX_BATCH_SIZE: ulong(size)}
         link.open()
         link.flow(INCOMING_CREDIT)
-
-    def _max_message_size(self, path: str) -> int:
-        """Bytes: the entity's max message size, else the namespace's (advertised as the batch limit)."""
-        try:
-            kilobytes = self.ns.get_queue(path).max_message_size_in_kilobytes
-        except EntityNotFoundError:
-            kilobytes = self.ns.get_topic(path).max_message_size_in_kilobytes
-        return 1024 * int(kilobytes or self.ns.config.max_message_size_in_kilobytes)
 
     def _open_receiver_link(self, link: Link, address: str) -> None:
         path = self.ns.resolve(entity_address(address))
@@ -346,6 +354,7 @@ class NamespaceEndpoint(Handler):
         link.sb = state
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
+        link.max_message_size = self.ns.max_message_size(path)
         if not sessionful:
             self._activate_receiver(link)
             return
@@ -456,6 +465,7 @@ class NamespaceEndpoint(Handler):
             return
         payload = link.recv(delivery.pending)
         link.advance()
+        message_format = 0 if state is None else state.connection.transfer_formats.take(link, delivery)
         if state is not None and state.connection.closing:
             return  # the broker closed this connection (e.g. fault injection): it takes nothing more
 
@@ -464,13 +474,13 @@ class NamespaceEndpoint(Handler):
         if state is None:
             compat.reject(delivery, "amqp:not-allowed", "The link is not attached to an entity.")
         elif state.node is Node.SENDER:
-            self._on_send(delivery, state, payload)
+            self._on_send(delivery, state, payload, message_format)
         else:
             self._on_request(delivery, link, state, payload)
 
-    def _on_send(self, delivery: Delivery, state: LinkState, payload: bytes) -> None:
+    def _on_send(self, delivery: Delivery, state: LinkState, payload: bytes, message_format: int) -> None:
         try:
-            batch = messages.decode_transfer(payload)
+            batch = messages.decode_transfer(payload, message_format)
             self.ns.send(state.path, batch)
         except MessageDecodeError as exc:
             compat.reject(delivery, "amqp:decode-error", str(exc))
@@ -511,7 +521,9 @@ class NamespaceEndpoint(Handler):
             return
 
         def authorize(path: str, right: str) -> None:
-            if not connection_state.authorizes(path, right):
+            # The node's own address: a token for the entity (or above) covers it by prefix, and so does
+            # one for `<entity>/$management` itself, which the JS SDK signs for its management link.
+            if not connection_state.authorizes(path + MANAGEMENT_SUFFIX, right):
                 raise management.unauthorized(right, path)
 
         reply = self.management.handle(state.path, request, authorize)
@@ -522,15 +534,24 @@ class NamespaceEndpoint(Handler):
 
     def _reply(self, link: Link, state: LinkState, request: management.Request,
                reply: management.Reply) -> None:
-        node = request.reply_to or link.target.address
-        target = _reply_link(link.connection, node, state.node)
-        if target is None:
-            log_event(log, logging.WARNING, "no-reply-link", namespace=self.name, node=node)
-            return
-        target_state: LinkState = target.sb
-        target_state.tag_counter += 1
         payload = management.encode_reply(request, reply, cbs=state.node is Node.CBS)
-        compat.send_raw(target, struct.pack(">Q", target_state.tag_counter), payload, settled=False)
+        target = _reply_link(link, request.reply_to)
+        if target is None:  # the client attaches its reply link after sending (a pair in the other order)
+            state.connection.unrouted.append(UnroutedReply(link, request.reply_to, payload))
+            return
+        _send_reply(target, payload)
+
+    def _route_unrouted(self, connection: ConnectionState) -> None:
+        """A reply link attached: send it the replies that were waiting for it."""
+        waiting, connection.unrouted = connection.unrouted, []
+        for entry in waiting:
+            if not entry.request_link.state & Endpoint.LOCAL_ACTIVE:
+                continue  # the client gave up on the request and detached
+            target = _reply_link(entry.request_link, entry.reply_to)
+            if target is None:
+                connection.unrouted.append(entry)
+            else:
+                _send_reply(target, entry.payload)
 
     def _on_disposition(self, delivery: Delivery, state: LinkState | None) -> None:
         outcome = compat.remote_outcome(delivery)
@@ -584,14 +605,35 @@ def _rejection(delivery: Delivery) -> Callable[[BrokerError], None]:
     return lambda exc: compat.reject(delivery, exc.amqp_condition, exc.description)
 
 
-def _reply_link(connection: Connection, address: str, node: Node) -> Link | None:
-    link = connection.link_head(Endpoint.LOCAL_ACTIVE)
+def _reply_link(request: Link, reply_to: str | None) -> Link | None:
+    """The client's receiver for the reply to a request made on `request`: the link `reply-to` names, by
+    its name (JS CBS), its target address (.NET, Java, Go, JS management) or its source address (Python),
+    else the one attached to the same node (Python CBS sends no reply-to); on the request's own AMQP
+    session first, where every SDK attaches the pair."""
+    state: LinkState = request.sb
+    named: list[Link] = []
+    same_node: list[Link] = []
+    link = request.connection.link_head(Endpoint.LOCAL_ACTIVE)
     while link:
-        state = getattr(link, "sb", None)
-        if link.is_sender and state is not None and state.node is node and link.source.address == address:
-            return link
+        other = getattr(link, "sb", None)
+        if link.is_sender and other is not None and other.node is state.node:
+            if reply_to is not None and reply_to in (
+                    link.name, link.remote_target.address, link.remote_source.address):
+                named.append(link)
+            elif other.path == state.path:
+                same_node.append(link)
         link = link.next(Endpoint.LOCAL_ACTIVE)
-    return None
+    candidates = named or same_node
+    if not candidates:
+        return None
+    session = request.session
+    return next((c for c in candidates if c.session == session), candidates[0])
+
+
+def _send_reply(link: Link, payload: bytes) -> None:
+    state: LinkState = link.sb
+    state.tag_counter += 1
+    compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=False)
 
 
 def _harmless(condition: Any) -> bool:

@@ -2,7 +2,8 @@
 
 Inbound: the client's sections are decoded to plain Python values (the engine stores str, int, float,
 bool, None, bytes, datetime, uuid, timedelta), `x-opt-*` sender annotations become message fields, and
-the body sections stay raw. A batch envelope is unpacked into one message per Data section.
+the body sections stay raw. A batch (transfer message-format 0x80013700) is unpacked into one message per
+Data section of its envelope.
 Outbound: a header that always carries delivery-count, the client's annotations merged with the
 broker's `x-opt-*`, the properties, the application-properties, then the body bytes verbatim.
 """
@@ -22,6 +23,7 @@ from local_broker.wire.amqp import codec
 PARTITION_KEY = "x-opt-partition-key"
 VIA_PARTITION_KEY = "x-opt-via-partition-key"
 SCHEDULED_ENQUEUE_TIME = "x-opt-scheduled-enqueue-time"
+BATCH_FORMAT = 0x80013700  # the transfer message-format of a batch envelope (Microsoft's range)
 # Annotations the broker writes itself; a client's copy of them (e.g. a forwarded message) is dropped.
 BROKER_ANNOTATIONS = frozenset({
     "x-opt-sequence-number", "x-opt-enqueued-time", "x-opt-locked-until", "x-opt-enqueue-sequence-number",
@@ -76,14 +78,11 @@ def _epoch(value: Any) -> float | None:
     return int(value) / 1000
 
 
-def decode_transfer(payload: bytes) -> list[Message]:
-    """The messages of one transfer: several for a batch envelope, else one."""
-    payload = bytes(payload)
-    sections = codec.split_sections(payload)
-    inner = codec.split_batch(payload, sections)
-    if inner is None:
-        return [decode_message(payload, sections)]
-    return [decode_message(raw) for raw in inner]
+def decode_transfer(payload: bytes, message_format: int = 0) -> list[Message]:
+    """The messages of one transfer: those of the envelope for the batch message-format, else one."""
+    if message_format == BATCH_FORMAT:
+        return [decode_message(raw) for raw in codec.batch_messages(payload)]
+    return [decode_message(bytes(payload))]
 
 
 def decode_message(raw: bytes, split: list[tuple[int, int, int]] | None = None) -> Message:

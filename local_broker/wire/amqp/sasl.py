@@ -25,7 +25,6 @@ from proton import (
     Described,
     Endpoint,
     Handler,
-    Transport,
     Url,
     symbol,
     ubyte,
@@ -37,6 +36,7 @@ from proton.reactor import Container
 from local_broker.auth import Claim, NamespaceAuth
 from local_broker.engine import BrokerError
 from local_broker.faults import NamespaceFaults
+from local_broker.wire.amqp import compat
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import Guarded
 from local_broker.wire.amqp.values import decode_value
@@ -200,7 +200,7 @@ class SaslDoor(Handler):
         connection._acceptor = self.listener  # tells proton's IOHandler the socket exists already
         host, port = self.peer.rsplit(":", 1)
         connection.url = Url(host=host, port=int(port))
-        transport = Transport(Transport.SERVER)
+        transport = compat.BrokerTransport()
         transport.idle_timeout = 0
         transport.bind(connection)
         self.connection = connection

@@ -83,17 +83,29 @@ def _batch(messages: list[bytes], first_id: str | None = None) -> bytes:
     return head + b"".join(data)
 
 
-@pytest.mark.parametrize("first_id", [None, "id0"])
-def test_a_batch_envelope_is_unpacked_into_its_messages(first_id: str | None) -> None:
+def _envelope_header_and_properties() -> bytes:
+    """What rhea (the JS SDK) puts on a batch envelope: a header and the first message's properties."""
+    return (codec.encode_header(True, 4, None, False, 0)
+            + codec.described(codec.APPLICATION_PROPERTIES, codec.encode_value({"i": 0})))
+
+
+@pytest.mark.parametrize("envelope", ["bare", "first-id", "rhea"])
+def test_a_batch_envelope_is_unpacked_into_its_messages(envelope: str) -> None:
     inner = [_message(body=f"m{i}", id=f"id{i}") for i in range(3)]
-    assert codec.split_batch(_batch(inner, first_id)) == inner
+    payload = _batch(inner, "id0" if envelope == "first-id" else None)
+    if envelope == "rhea":
+        payload = _envelope_header_and_properties() + payload
+    assert codec.batch_messages(payload) == inner
 
 
-def test_ordinary_messages_are_not_batches() -> None:
-    assert codec.split_batch(_message(body=b"x" * 100, durable=True)) is None
-    assert codec.split_batch(codec.described(codec.DATA, b"\xa0\x03abc")) is None
-    # a Data body that merely starts like a section but is not a whole message
-    assert codec.split_batch(codec.described(codec.DATA, b"\xa0\x04\x00\x53\x70\xc0")) is None
+@pytest.mark.parametrize("payload", [
+    _message(body="not a batch"),  # no Data section
+    codec.described(codec.DATA, b"\xa0\x03abc"),  # a Data section that is not a message
+    codec.described(codec.DATA, b"\xa0\x04\x00\x53\x70\xc0"),  # one that only starts like a section
+])
+def test_a_batch_of_anything_but_encoded_messages_is_a_decode_error(payload: bytes) -> None:
+    with pytest.raises(codec.MessageDecodeError):
+        codec.batch_messages(payload)
 
 
 def test_request_messages_carry_properties_and_an_amqp_value() -> None:

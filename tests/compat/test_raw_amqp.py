@@ -1,0 +1,197 @@
+"""Raw AMQP (python-qpid-proton as the client) for the forms official SDKs send that no installed SDK does:
+every way a client names the link a `$cbs` or `$management` reply goes to, a put-token on a fresh connection
+before any other link, and a request sent before its reply link is attached."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from proton import Message, symbol
+from proton.reactor import LinkOption
+from proton.utils import BlockingConnection, LinkDetached
+
+from local_broker.auth import generate_sas_token
+from patterns.drills.broker import BrokerNamespace
+
+TOPOLOGY = {"namespaces": {"raw": {"queues": {"q": {}}}}}
+TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class Addresses(LinkOption):
+    """Sets a link's source and/or target address as the SDK in question does."""
+
+    source: str | None = None
+    target: str | None = None
+
+    def apply(self, link) -> None:
+        if self.source is not None:
+            link.source.address = self.source
+        if self.target is not None:
+            link.target.address = self.target
+
+
+@dataclass(frozen=True)
+class ReplyForm:
+    """How an SDK attaches a request/response pair to `node` and names its reply link in `reply-to`."""
+
+    sender_name: str | None
+    receiver_name: str | None
+    sender_source: str | None
+    receiver_target: str | None
+    reply_to: str | None
+
+
+def forms(node: str) -> dict[str, ReplyForm]:
+    reply = f"reply-{uuid.uuid4()}"
+    return {
+        "link name (JS $cbs)": ReplyForm(None, reply, None, None, reply),
+        "receiver target (.NET, Go, JS $management)": ReplyForm(None, None, None, reply, reply),
+        "sender source and receiver target (Java)": ReplyForm(
+            f"{reply}:sender", f"{reply}:receiver", reply, reply, reply),
+        "node address (Python $management)": ReplyForm(None, None, None, node, node),
+        "no reply-to (Python $cbs)": ReplyForm(None, None, None, None, None),
+        "reply-to naming no link": ReplyForm(None, None, None, None, "nowhere"),
+    }
+
+
+FORM_NAMES = list(forms("node"))
+
+
+@pytest.fixture(scope="module")
+def namespace(serve) -> BrokerNamespace:
+    return serve(TOPOLOGY)["raw"]
+
+
+def _settings(namespace: BrokerNamespace) -> tuple[str, str, str]:
+    fields = dict(part.split("=", 1) for part in namespace.connection_string.split(";") if part)
+    return fields["Endpoint"].removeprefix("sb://"), fields["SharedAccessKeyName"], fields["SharedAccessKey"]
+
+
+def connect(namespace: BrokerNamespace) -> BlockingConnection:
+    host, _, _ = _settings(namespace)
+    return BlockingConnection(f"amqp://{host}", timeout=TIMEOUT_S, allowed_mechs="ANONYMOUS")
+
+
+def put_token_request(namespace: BrokerNamespace, audience_path: str, reply_to: str | None,
+                      key: str | None = None) -> Message:
+    host, key_name, real_key = _settings(namespace)
+    audience = f"sb://{host}/{audience_path}"
+    token = generate_sas_token(audience, key_name, key or real_key, int(time.time()) + 3600)
+    return Message(id=uuid.uuid4(), reply_to=reply_to, body=token, properties={
+        "operation": "put-token", "type": "servicebus.windows.net:sastoken", "name": audience})
+
+
+def peek_request(reply_to: str | None) -> Message:
+    return Message(id=uuid.uuid4(), reply_to=reply_to, body={"from-sequence-number": 1, "message-count": 1},
+                   properties={"operation": "com.microsoft:peek-message"})
+
+
+def request(connection: BlockingConnection, node: str, form: ReplyForm, message: Message,
+            *, reply_link_after_request: bool = False) -> Message:
+    """Send `message` to `node` over a pair attached as `form` says and return the reply."""
+    sender_options = Addresses(source=form.sender_source)
+    receiver_options = Addresses(target=form.receiver_target)
+    message.reply_to = form.reply_to
+    sender = connection.create_sender(node, name=form.sender_name, options=sender_options)
+    if reply_link_after_request:
+        sender.send(message)
+        receiver = connection.create_receiver(node, name=form.receiver_name, options=receiver_options)
+    else:
+        receiver = connection.create_receiver(node, name=form.receiver_name, options=receiver_options)
+        sender.send(message)
+    reply = receiver.receive(timeout=TIMEOUT_S)
+    receiver.accept()
+    sender.close()
+    receiver.close()
+    assert reply.correlation_id == message.id
+    return reply
+
+
+@pytest.mark.parametrize("form_name", FORM_NAMES)
+def test_cbs_and_management_replies_reach_the_reply_link_however_it_is_named(namespace, form_name) -> None:
+    connection = connect(namespace)
+    try:
+        cbs = request(connection, "$cbs", forms("$cbs")[form_name], put_token_request(namespace, "q", None))
+        assert cbs.properties["status-code"] == 202
+        node = "q/$management"
+        peek = request(connection, node, forms(node)[form_name], peek_request(None))
+        assert peek.properties["statusCode"] == 204  # the queue is empty
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("form_name", [
+    "receiver target (.NET, Go, JS $management)", "no reply-to (Python $cbs)"])
+def test_a_request_sent_before_its_reply_link_is_attached_is_answered(namespace, form_name) -> None:
+    connection = connect(namespace)
+    try:
+        cbs = request(connection, "$cbs", forms("$cbs")[form_name], put_token_request(namespace, "q", None),
+                      reply_link_after_request=True)
+        assert cbs.properties["status-code"] == 202
+        node = "q/$management"
+        peek = request(connection, node, forms(node)[form_name], peek_request(None),
+                       reply_link_after_request=True)
+        assert peek.properties["statusCode"] == 204
+    finally:
+        connection.close()
+
+
+def test_a_put_token_first_on_a_fresh_connection_authorizes_the_links_after_it(namespace) -> None:
+    connection = connect(namespace)
+    try:
+        form = forms("$cbs")["receiver target (.NET, Go, JS $management)"]
+        assert request(connection, "$cbs", form, put_token_request(namespace, "q", None)).properties[
+            "status-code"] == 202
+        sender = connection.create_sender("q")
+        sender.send(Message(id="raw-1", body=b"raw"))
+        receiver = connection.create_receiver("q", credit=1)
+        received = receiver.receive(timeout=TIMEOUT_S)
+        receiver.accept()
+        assert (received.id, received.body) == ("raw-1", b"raw")
+    finally:
+        connection.close()
+
+
+def test_links_without_a_token_or_with_a_wrong_one_are_refused(namespace) -> None:
+    connection = connect(namespace)
+    try:
+        with pytest.raises(LinkDetached, match="Unauthorized"):
+            connection.create_sender("q")
+        form = forms("$cbs")["link name (JS $cbs)"]
+        wrong = request(connection, "$cbs", form, put_token_request(namespace, "q", None, key="wrong"))
+        assert wrong.properties["status-code"] == 401
+    finally:
+        connection.close()
+
+
+def test_a_token_for_the_management_node_authorizes_management_only(namespace) -> None:
+    connection = connect(namespace)
+    try:
+        form = forms("$cbs")["link name (JS $cbs)"]
+        granted = request(connection, "$cbs", form, put_token_request(namespace, "Q/$Management?x=1", None))
+        assert granted.properties["status-code"] == 202
+        node = "q/$management"
+        peek = request(connection, node, forms(node)["link name (JS $cbs)"], peek_request(None))
+        assert peek.properties["statusCode"] == 204
+        with pytest.raises(LinkDetached, match="Unauthorized"):
+            connection.create_sender("q")
+    finally:
+        connection.close()
+
+
+def test_attach_advertises_the_entity_max_message_size_on_every_link(namespace) -> None:
+    connection = connect(namespace)
+    try:
+        form = forms("$cbs")["link name (JS $cbs)"]
+        request(connection, "$cbs", form, put_token_request(namespace, "", None))
+        sender = connection.create_sender("q")
+        receiver = connection.create_receiver("q", credit=0)
+        assert sender.link.remote_max_message_size == 256 * 1024
+        assert receiver.link.remote_max_message_size == 256 * 1024
+        assert sender.link.remote_properties == {symbol("com.microsoft:max-message-batch-size"): 256 * 1024}
+    finally:
+        connection.close()
