@@ -487,3 +487,13 @@ def test_peek_index_stays_bounded_and_ordered(ns: Namespace, queue: str) -> None
     ns.dead_letter(queue, [first.lock_token])  # arrives in the DLQ out of order
     assert [m.message_id for m in ns.peek(f"{queue}/$DeadLetterQueue", 0, 10)] == ["0", "1"]
     assert ids(ns.peek(queue, second.sequence_number, 10)) == ["2", "3", "4"]
+
+
+def test_a_message_sent_without_an_id_gets_one_as_service_bus_assigns(ns: Namespace, queue: str) -> None:
+    ns.send(queue, [msg(message_id=None), msg(message_id=None), msg(message_id="mine")])
+    ns.schedule(queue, [msg(message_id=None)])
+    assigned = [m.message_id for m in ns.peek(queue, 0, 10)]
+    assert assigned[2] == "mine"
+    generated = [assigned[i] for i in (0, 1, 3)]
+    assert len(set(generated)) == 3
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in generated)  # a GUID without dashes
