@@ -99,6 +99,8 @@ def test_schedule_and_cancel(js) -> None:
     assert len(set(schedule["sequenceNumbers"])) == 2
     assert [(m["body"], m["state"]) for m in schedule["peeked"]] == [("kept", "scheduled")]
     assert [m["body"] for m in schedule["received"]] == ["kept"]
+    # activated "as if enqueued now": with a new sequence number, as Service Bus does
+    assert schedule["received"][0]["sequenceNumber"] not in schedule["sequenceNumbers"]
     enqueued = dt.datetime.fromisoformat(schedule["received"][0]["enqueuedTimeUtc"])
     assert enqueued >= dt.datetime.fromisoformat(schedule["scheduledFor"]) - dt.timedelta(milliseconds=50)
 
