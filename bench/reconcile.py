@@ -113,7 +113,8 @@ def write_log(con: duckdb.DuckDBPyConnection, root: Path, query: str) -> None:
         COPY (SELECT *, strftime(enqueued_time_utc, '%Y-%m-%d') AS date,
                      strftime(enqueued_time_utc, '%H') AS hour
               FROM ({query}) ORDER BY enqueued_time_utc)
-        TO '{root}' (FORMAT parquet, PARTITION_BY (namespace, entity, date, hour), ROW_GROUP_SIZE 1000000)
+        TO '{root}' (FORMAT parquet, PARTITION_BY (namespace, entity, date, hour),
+                     WRITE_PARTITION_COLUMNS true, ROW_GROUP_SIZE 1000000)
     """)
 
 
@@ -283,7 +284,8 @@ def main(argv: list[str]) -> int:
     try:
         for size in args.sizes:
             n = parse_size(size)
-            print(f"== {n:,} primary messages (cores: {os.cpu_count()})", flush=True)
+            load = os.getloadavg()[0]
+            print(f"== {n:,} primary messages (cores: {os.cpu_count()}, load average {load:.1f})", flush=True)
             r = run_size(n, work, args.driver_memory)
             results.append(r)
             verdict = "agree with planted truth" if not r["issues"] else "DISAGREE: " + "; ".join(r["issues"])
@@ -300,8 +302,43 @@ def main(argv: list[str]) -> int:
               f"{r['spark_wall_s']:>13.1f} {r['spark_job_s'] / r['duckdb_s']:>5.1f}x "
               f"{1e6 * r['spark_job_s'] / r['rows']:>13.2f} {1e6 * r['duckdb_s'] / r['rows']:>14.2f}  "
               f"{'yes' if not r['issues'] else 'NO'}")
-    print("target: spark job within 5x of duckdb, time per row flat from 1M to 10M")
+    for line in targets(results):
+        print(line)
+    print(f"load average at the end (the machine may be shared): {os.getloadavg()[0]:.1f}")
     return 1 if any(r["issues"] for r in results) else 0
+
+
+def targets(results: list[dict]) -> list[str]:
+    """The three speed targets of the job, each met, missed (with the figures and where the time went) or not
+    measured in this run."""
+    by_n = {r["n"]: r for r in results}
+
+    def us_per_row(r: dict) -> float:
+        return 1e6 * r["spark_job_s"] / r["rows"]
+
+    def verdict(ok: bool) -> str:
+        return "MET" if ok else "NOT MET"
+
+    lines = ["targets:"]
+    one, five, ten = by_n.get(1_000_000), by_n.get(5_000_000), by_n.get(10_000_000)
+    if one:
+        job = one["spark_job_s"]
+        lines.append(f"  job time at 1M <= 10 s: {verdict(job <= 10)} ({job:.1f} s; phases {one['phases']})")
+    else:
+        lines.append("  job time at 1M <= 10 s: not measured (run size 1M)")
+    if five:
+        ratio = five["spark_job_s"] / five["duckdb_s"]
+        lines.append(f"  job time at 5M <= 5x DuckDB: {verdict(ratio <= 5)} ({ratio:.1f}x: "
+                     f"{five['spark_job_s']:.1f} s vs {five['duckdb_s']:.1f} s; phases {five['phases']})")
+    else:
+        lines.append("  job time at 5M <= 5x DuckDB: not measured (run size 5M)")
+    if one and ten:
+        rising = us_per_row(ten) > 1.1 * us_per_row(one)
+        lines.append(f"  us/row not rising 1M -> 10M (within 10 %): {verdict(not rising)} "
+                     f"({us_per_row(one):.2f} -> {us_per_row(ten):.2f})")
+    else:
+        lines.append("  us/row not rising 1M -> 10M: not measured (run sizes 1M and 10M)")
+    return lines
 
 
 if __name__ == "__main__":

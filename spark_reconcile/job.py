@@ -10,7 +10,7 @@ from functools import reduce
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_reconcile import classify, metrics, outputs, report, summary
+from spark_reconcile import classify, metrics, outputs, report, session, summary
 from spark_reconcile.config import Settings, to_micros
 from spark_reconcile.reading import read_log
 
@@ -59,18 +59,16 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     # Grouped records cached once and counted for the inventory (records, malformed, watermarks) and the
     # source's capture gaps; then one row per comparison and key, classified, cached.
     grouped = grouped_records(spark, settings).persist(StorageLevel.MEMORY_AND_DISK)
-    found = inventory(spark, grouped, settings)
+    with session.sql_settings(spark, session.GROUPING_SETTINGS):
+        found = inventory(spark, grouped, settings)
     phases.done("group_inventory")
 
     classified = classified_keys(grouped, found, settings).persist(StorageLevel.MEMORY_AND_DISK)
-    cube = metrics.cube(classified).persist(StorageLevel.MEMORY_AND_DISK)
-    counts = metrics.counts(cube)
+    cube = metrics.collect_cube(metrics.cube(classified))
     grouped.unpersist()
     phases.done("classify")
 
-    lag = metrics.percentiles(cube)
-    histogram = metrics.lag_histogram(cube)
-    cube.unpersist()
+    counts, lag, histogram = metrics.counts(cube), metrics.percentiles(cube), metrics.lag_histogram(cube)
     phases.done("lag")
 
     ordering = metrics.ordering(classified)

@@ -1,8 +1,9 @@
 """Watermarks, the per-hour count/lag cube, lag percentiles from it, out-of-order and sequence gaps.
 
 Percentiles come from a log-bucketed lag histogram (bucket ratio 1.02): the cube is built in the same pass
-as the counts, per-entity and overall percentiles merge the hourly histograms, and each reported value is
-within 1 % of the exact nearest-rank percentile (clamped to the exact min/max). Max and min are exact.
+as the counts and collected once; per-entity and overall percentiles merge the hourly histograms, and each
+reported value is within 1 % of the exact nearest-rank percentile (clamped to the exact min/max). Max and
+min are exact.
 """
 
 from __future__ import annotations
@@ -120,11 +121,23 @@ def cube(classified: DataFrame) -> DataFrame:
                  F.min("lag").alias("lag_min")))
 
 
-def counts(cube_df: DataFrame) -> list[dict]:
-    """Counters per (target, entity, hour, status), collected (a few rows per entity and hour)."""
-    rows = (cube_df.groupBy("target", "entity", "hour_us", "status")
-            .agg(*[F.sum(c).alias(c) for c in COUNTERS]).collect())
-    return [r.asDict() for r in rows]
+def collect_cube(cube_df: DataFrame) -> list[dict]:
+    """The cube on the driver: bounded by entities x hours x statuses x lag buckets (ratio 1.02: a few hundred
+    per entity-hour), whatever the number of messages. Counts, percentiles and the lag histogram are all
+    derived from it here, in one Spark job."""
+    return [r.asDict() for r in cube_df.collect()]
+
+
+def counts(cube_rows: list[dict]) -> list[dict]:
+    """Counters per (target, entity, hour, status)."""
+    out: dict[tuple, dict] = {}
+    for r in cube_rows:
+        key = (r["target"], r["entity"], r["hour_us"], r["status"])
+        row = out.setdefault(key, dict(zip(("target", "entity", "hour_us", "status"), key, strict=True))
+                             | dict.fromkeys(COUNTERS, 0))
+        for c in COUNTERS:
+            row[c] += r[c]
+    return list(out.values())
 
 
 @dataclass(frozen=True)
@@ -141,48 +154,49 @@ class LagStats:
                 "p99": round(self.p99, 3), "max": round(self.max, 3), "min": round(self.min, 3)}
 
 
-# Percentile levels: the key columns each one keeps (the others are rolled up to NULL).
+# Percentile levels: the key columns each one keeps.
 LEVELS = {"target": ("target",), "entity": ("target", "entity"), "hour": ("target", "hour_us"),
           "entity_hour": ("target", "entity", "hour_us")}
-_KEYS = ("target", "entity", "hour_us")
 
 
-def percentiles(cube_df: DataFrame) -> dict[str, dict[tuple, LagStats]]:
-    """Lag percentiles per level (overall, per entity, per hour, per entity and hour) in one pass: copy each
-    histogram row once per level (grouping sets by hand, which Spark 3.5 lacks in the DataFrame API), merge
-    the buckets per level key, then pick the bucket holding each nearest-rank percentile."""
-    kinds = dict(cube_df.dtypes)
-    levels = F.explode(F.array(*[
-        F.struct(F.lit(name).alias("level"),
-                 *[(F.col(k) if k in kept else F.lit(None).cast(kinds[k])).alias(k) for k in _KEYS])
-        for name, kept in LEVELS.items()])).alias("l")
-    hist = (cube_df.where(F.col("bucket").isNotNull())
-            .select(levels, "bucket", "n", "lag_max", "lag_min")
-            .groupBy("l.level", *[f"l.{k}" for k in _KEYS], "bucket")
-            .agg(F.sum("n").alias("n"), F.max("lag_max").alias("mx"), F.min("lag_min").alias("mn")))
-    group = ["level", *_KEYS]
-    running = Window.partitionBy(*group).orderBy("bucket").rowsBetween(Window.unboundedPreceding, 0)
-    hist = hist.select("*", F.sum("n").over(running).alias("cum"),
-                       F.sum("n").over(Window.partitionBy(*group)).alias("total"))
-    picks = [F.min(F.when(F.col("cum") >= F.ceil(F.col("total") * q), F.col("bucket"))).alias(name)
-             for name, q in QUANTILES.items()]
-    rows = hist.groupBy(*group).agg(F.first("total").alias("total"), F.max("mx").alias("mx"),
-                                    F.min("mn").alias("mn"), *picks).collect()
+def percentiles(cube_rows: list[dict]) -> dict[str, dict[tuple, LagStats]]:
+    """Lag percentiles per level (overall, per entity, per hour, per entity and hour): merge the delivered
+    messages' buckets per level key, then pick the bucket holding each nearest-rank percentile (its middle,
+    clamped to the exact min and max)."""
+    merged: dict[str, dict[tuple, dict]] = {name: {} for name in LEVELS}
+    for r in cube_rows:
+        if r["bucket"] is None:
+            continue
+        for name, kept in LEVELS.items():
+            h = merged[name].setdefault(tuple(r[c] for c in kept), {"n": {}, "mx": r["lag_max"],
+                                                                    "mn": r["lag_min"]})
+            h["n"][r["bucket"]] = h["n"].get(r["bucket"], 0) + r["n"]
+            h["mx"], h["mn"] = max(h["mx"], r["lag_max"]), min(h["mn"], r["lag_min"])
     out: dict[str, dict[tuple, LagStats]] = {name: {} for name in LEVELS}
-    for r in rows:
-        values = {name: min(max(bucket_value(r[name]), r.mn), r.mx) for name in QUANTILES}
-        key = tuple(r[c] for c in LEVELS[r.level])
-        out[r.level][key] = LagStats(count=int(r.total), max=r.mx, min=r.mn, **values)
+    for name, histograms in merged.items():
+        for key, h in histograms.items():
+            total = sum(h["n"].values())
+            ranks = {q: math.ceil(total * level) for q, level in QUANTILES.items()}
+            picks: dict[str, float] = {}
+            seen = 0
+            for bucket in sorted(h["n"]):
+                seen += h["n"][bucket]
+                for q, rank in ranks.items():
+                    if q not in picks and seen >= rank:
+                        picks[q] = min(max(bucket_value(bucket), h["mn"]), h["mx"])
+            out[name][key] = LagStats(count=total, max=h["mx"], min=h["mn"], **picks)
     return out
 
 
-def lag_histogram(cube_df: DataFrame) -> dict[str, list[tuple[int, int]]]:
+def lag_histogram(cube_rows: list[dict]) -> dict[str, list[tuple[int, int]]]:
     """Per target: (bucket, messages) of delivered messages, for the lag distribution chart."""
-    rows = (cube_df.where(F.col("bucket").isNotNull()).groupBy("target", "bucket")
-            .agg(F.sum("n").alias("n")).collect())
+    found: dict[tuple[str, int], int] = {}
+    for r in cube_rows:
+        if r["bucket"] is not None:
+            found[(r["target"], r["bucket"])] = found.get((r["target"], r["bucket"]), 0) + r["n"]
     out: dict[str, list[tuple[int, int]]] = {}
-    for r in sorted(rows, key=lambda r: (r.target, r.bucket)):
-        out.setdefault(r.target, []).append((r.bucket, int(r.n)))
+    for (target, bucket), n in sorted(found.items()):
+        out.setdefault(target, []).append((bucket, n))
     return out
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from pyspark.sql import SparkSession
 
@@ -22,6 +24,27 @@ SQL_SETTINGS = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
 }
+
+
+# For the grouping only (near-unique message keys, already shuffled by key): one aggregation instead of a
+# partial and a final one over the same rows in one stage (Spark 4.1+; older versions ignore the setting).
+GROUPING_SETTINGS = {"spark.sql.execution.bypassPartialAggregation": "true"}
+
+
+@contextlib.contextmanager
+def sql_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """SQL settings for the queries run inside the block, the previous values restored after it."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def launched_by_spark() -> bool:
