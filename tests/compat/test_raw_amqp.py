@@ -9,14 +9,15 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from proton import Message, symbol
+from proton import Described, Message, symbol, ulong
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection, LinkDetached
 
 from local_broker.auth import generate_sas_token
 from patterns.drills.broker import BrokerNamespace
 
-TOPOLOGY = {"namespaces": {"raw": {"queues": {"q": {}}}}}
+TOPOLOGY = {"namespaces": {"raw": {"queues": {"q": {}, "sessions": {"requires_session": True}}}}}
+GO_SESSION_FILTER = ulong(0x137000000C)  # the descriptor azservicebus (go-amqp) puts on its session filter
 TIMEOUT_S = 10
 
 
@@ -193,5 +194,53 @@ def test_attach_advertises_the_entity_max_message_size_on_every_link(namespace) 
         assert sender.link.remote_max_message_size == 256 * 1024
         assert receiver.link.remote_max_message_size == 256 * 1024
         assert sender.link.remote_properties == {symbol("com.microsoft:max-message-batch-size"): 256 * 1024}
+    finally:
+        connection.close()
+
+
+def test_a_request_with_a_ulong_message_id_is_answered(namespace) -> None:
+    """Java's request/response channel numbers its requests with ulong message ids (that the reply keeps
+    the type is tests/unit/wire/test_amqp_codec.py's: proton's Message reads both as int)."""
+    connection = connect(namespace)
+    try:
+        form = forms("$cbs")["sender source and receiver target (Java)"]
+        message = put_token_request(namespace, "", None)
+        message.id = ulong(7)
+        reply = request(connection, "$cbs", form, message)
+        assert reply.properties["status-code"] == 202
+        assert reply.correlation_id == 7
+    finally:
+        connection.close()
+
+
+@dataclass(frozen=True)
+class SessionFilter(LinkOption):
+    value: object
+
+    def apply(self, link) -> None:
+        link.source.filter.put_dict({symbol("com.microsoft:session-filter"): self.value})
+
+
+def _echoed_filter(receiver) -> object:
+    data = receiver.link.remote_source.filter
+    data.rewind()
+    data.next()
+    return data.get_object()[symbol("com.microsoft:session-filter")]
+
+
+@pytest.mark.parametrize("wanted", ["G", None], ids=["named", "next-available"])
+def test_a_described_session_filter_as_go_sends_it(namespace, wanted) -> None:
+    connection = connect(namespace)
+    try:
+        token = put_token_request(namespace, "", None)
+        request(connection, "$cbs", forms("$cbs")["link name (JS $cbs)"], token)
+        sender = connection.create_sender("sessions")
+        sender.send(Message(id="in-g", group_id="G", body=b"g"))
+        receiver = connection.create_receiver(
+            "sessions", credit=1, options=SessionFilter(Described(GO_SESSION_FILTER, wanted)))
+        assert _echoed_filter(receiver) == Described(GO_SESSION_FILTER, "G")
+        received = receiver.receive(timeout=TIMEOUT_S)
+        receiver.accept()
+        assert (received.id, received.group_id) == ("in-g", "G")
     finally:
         connection.close()

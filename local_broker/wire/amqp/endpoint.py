@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlsplit
 
-from proton import Connection, Delivery, Endpoint, Handler, Link, symbol, ulong
+from proton import Connection, Delivery, Described, Endpoint, Handler, Link, symbol, ulong
 
 from local_broker.auth import LISTEN, SEND, Claim, NamespaceAuth
 from local_broker.engine import (
@@ -65,6 +65,7 @@ class LinkState:
     mode: ReceiveMode = ReceiveMode.PEEK_LOCK
     session: Any = None  # the engine's SessionLock of a session receiver
     wanted_session: str | None = None
+    session_filter_descriptor: Any = None  # set when the client sent its session filter as a described value
     wait_deadline: float | None = None  # NEXT_AVAILABLE receivers waiting for a session
     tag_counter: int = 0
 
@@ -359,6 +360,8 @@ class NamespaceEndpoint(Handler):
             self._activate_receiver(link)
             return
         wanted = filters.get(SESSION_FILTER)
+        if isinstance(wanted, Described):  # go-amqp describes filter values (azservicebus: 0x137000000c)
+            state.session_filter_descriptor, wanted = wanted.descriptor, wanted.value
         state.wanted_session = None if wanted is None else str(wanted)
         if state.wanted_session is None:
             timeout_ms = (link.remote_properties or {}).get(SESSION_TIMEOUT)
@@ -391,7 +394,10 @@ class NamespaceEndpoint(Handler):
         state: LinkState = link.sb
         compat.echo_termini(link)
         if state.session is not None:
-            compat.write_filter(link.source, {SESSION_FILTER: state.session.session_id})
+            session_id = state.session.session_id
+            if state.session_filter_descriptor is not None:  # answered in the form it was asked
+                session_id = Described(state.session_filter_descriptor, session_id)
+            compat.write_filter(link.source, {SESSION_FILTER: session_id})
             link.properties = {LOCKED_UNTIL_UTC: compat.dotnet_ticks(state.session.locked_until)}
         link.open()
         self.receivers[state.path].add(link)

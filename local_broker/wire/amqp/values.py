@@ -24,9 +24,10 @@ _i = struct.Struct(">i")
 _Q = struct.Struct(">Q")
 _q = struct.Struct(">q")
 _d = struct.Struct(">d")
-# Fixed-width numbers: byte, smallint, smalllong, ushort, short, uint, int, ulong, long, double.
+# Fixed-width numbers: byte, smallint, smalllong, ushort, short, uint, int, long, double.
 _FIXED_WIDTH = {0x51: _B, 0x54: _B, 0x55: _B, 0x60: _H, 0x61: _h,
-                0x70: _I, 0x71: _i, 0x80: _Q, 0x81: _q, 0x82: _d}
+                0x70: _I, 0x71: _i, 0x81: _q, 0x82: _d}
+_ULONG_0 = ulong(0)
 
 
 class _Fallback(Exception):
@@ -42,12 +43,18 @@ def _read(buf: bytes, pos: int) -> tuple[Any, int]:
         return True, pos
     if code == 0x42:
         return False, pos
-    if code in (0x43, 0x44):
+    if code == 0x43:
         return 0, pos
+    if code == 0x44:  # ulongs stay ulongs: a ulong message-id (Java's requests) comes back as one
+        return _ULONG_0, pos
     if code == 0x45:
         return [], pos
-    if code in (0x50, 0x52, 0x53):
+    if code in (0x50, 0x52):
         return buf[pos], pos + 1
+    if code == 0x53:
+        return ulong(buf[pos]), pos + 1
+    if code == 0x80:
+        return ulong(_Q.unpack_from(buf, pos)[0]), pos + 8
     fixed = _FIXED_WIDTH.get(code)
     if fixed is not None:
         return fixed.unpack_from(buf, pos)[0], pos + fixed.size

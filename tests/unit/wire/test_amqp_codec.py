@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from proton import Data, Message, int32, symbol, timestamp, ulong
 
-from local_broker.wire.amqp import codec
+from local_broker.wire.amqp import codec, management
 
 ALL_FIELDS = dict(id="m1", user_id=b"u", address="to", subject="subj", reply_to="rt",
                   correlation_id=uuid.UUID(int=7), content_type="text/plain", content_encoding="gzip",
@@ -124,3 +124,12 @@ def test_section_scanner_handles_every_constructor_width() -> None:
               symbol("sym"), [1, 2], {"a": [1, {"b": 2}]}, datetime(2024, 1, 1, tzinfo=UTC).timestamp()]
     raw = codec.described(codec.AMQP_VALUE, codec.encode_value(values))
     assert codec.split_sections(raw) == [(codec.AMQP_VALUE, 0, len(raw))]
+
+
+@pytest.mark.parametrize("message_id", [ulong(7), ulong(0), ulong(2**40), uuid.UUID(int=5), "id", b"id"])
+def test_a_reply_correlates_with_the_request_message_id_in_its_own_type(message_id) -> None:
+    """Clients match replies by value and type: Java numbers its requests with ulongs, others use uuids."""
+    request = management.parse_request(bytes(Message(id=message_id, body="x").encode()))
+    reply = management.encode_reply(request, management.Reply(200, "OK"), cbs=False)
+    echoed = codec.decode_sections(reply).properties["correlation_id"]
+    assert echoed == message_id and type(echoed) is type(message_id)
