@@ -1,8 +1,9 @@
 """`$management` and `$cbs` request/response nodes: request bodies -> engine calls -> reply bodies.
 
 The shapes are those of servicebus-wire.md sections 1.4 and 8: a reply's `correlation-id` is the
-request's `message-id` with its AMQP type kept (uuid), `$management` status keys are camelCase
-(`statusCode`, `statusDescription`, `errorCondition`), `$cbs` ones are `status-code`/`status-description`.
+request's `message-id` with its AMQP type kept (uuid, ulong, string), `$management` status keys are camelCase
+(`statusCode`, `statusDescription`, `errorCondition`), `$cbs` ones are `status-code`/`status-description`;
+status codes are AMQP ints, as Service Bus sends them (.NET and Java clients cast them to 32-bit integers).
 A `BrokerError` becomes its HTTP status and AMQP condition: the SDK maps the condition to its exception.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proton import UNDESCRIBED, Array, Data, symbol, timestamp
+from proton import UNDESCRIBED, Array, Data, int32, symbol, timestamp
 
 from local_broker.auth import LISTEN, SEND, Claim, NamespaceAuth
 from local_broker.engine import ArgumentError, BrokerError, ReceiveMode, UnauthorizedError
@@ -52,9 +53,9 @@ def parse_request(payload: bytes) -> Request:
 
 def encode_reply(request: Request, reply: Reply, *, cbs: bool) -> bytes:
     if cbs:
-        app = {"status-code": reply.status, "status-description": reply.description}
+        app = {"status-code": int32(reply.status), "status-description": reply.description}
     else:
-        app = {"statusCode": reply.status, "statusDescription": reply.description}
+        app = {"statusCode": int32(reply.status), "statusDescription": reply.description}
         if reply.condition:
             app["errorCondition"] = symbol(reply.condition)
     return codec.encode_amqp_value_message({"correlation_id": request.message_id}, app, reply.body)
@@ -205,7 +206,7 @@ class Management:
         if not ids:
             return Reply(204, "No sessions.")
         sessions = Array(UNDESCRIBED, Data.STRING, *ids)
-        return Reply(200, "OK", {"skip": skip + len(ids), "sessions-ids": sessions})
+        return Reply(200, "OK", {"skip": int32(skip + len(ids)), "sessions-ids": sessions})
 
 
 def unauthorized(right: str, path: str) -> UnauthorizedError:

@@ -133,3 +133,18 @@ def test_a_reply_correlates_with_the_request_message_id_in_its_own_type(message_
     reply = management.encode_reply(request, management.Reply(200, "OK"), cbs=False)
     echoed = codec.decode_sections(reply).properties["correlation_id"]
     assert echoed == message_id and type(echoed) is type(message_id)
+
+
+@pytest.mark.parametrize("cbs", [True, False])
+def test_reply_status_codes_are_amqp_ints(cbs: bool) -> None:
+    """.NET and Java cast the status code to a 32-bit integer: a long would not unbox."""
+    request = management.parse_request(bytes(Message(id="r", body="x").encode()))
+    reply = management.encode_reply(request, management.Reply(202, "Accepted"), cbs=cbs)
+    start, end = next((a, b) for code, a, b in codec.split_sections(reply)
+                      if code == codec.APPLICATION_PROPERTIES)
+    data = Data()
+    data.decode(reply[start:end])
+    data.rewind()
+    data.next()
+    status = data.get_object().value["status-code" if cbs else "statusCode"]
+    assert status == 202 and type(status) is int32
