@@ -15,7 +15,8 @@ from topology.durations import parse_timespan
 @dataclass(frozen=True)
 class ServiceBusHostOptions:
     """Defaults are the extension's own (prefetch 0, auto-complete, 5 min lock renewal, 16 calls, 8 sessions,
-    batches of up to 1000)."""
+    batches of up to 1000 handed over as soon as one message arrived; with a larger `minMessageBatchSize`,
+    at most 30 s of waiting for it)."""
 
     prefetch_count: int = 0
     auto_complete_messages: bool = True
@@ -23,7 +24,8 @@ class ServiceBusHostOptions:
     max_concurrent_calls: int = 16
     max_concurrent_sessions: int = 8
     max_message_batch_size: int = 1000
-    max_batch_wait_time: dt.timedelta = dt.timedelta(seconds=1)
+    min_message_batch_size: int = 1
+    max_batch_wait_time: dt.timedelta = dt.timedelta(seconds=30)
     session_idle_timeout: dt.timedelta = dt.timedelta(seconds=5)
 
 
@@ -34,6 +36,7 @@ _FLAT = {
     "maxConcurrentCalls": ("max_concurrent_calls", int),
     "maxConcurrentSessions": ("max_concurrent_sessions", int),
     "maxMessageBatchSize": ("max_message_batch_size", int),
+    "minMessageBatchSize": ("min_message_batch_size", int),
     "maxBatchWaitTime": ("max_batch_wait_time", parse_timespan),
     "sessionIdleTimeout": ("session_idle_timeout", parse_timespan),
 }
@@ -73,6 +76,7 @@ def service_bus_options(host_json: dict[str, Any]) -> ServiceBusHostOptions:
         options.max_concurrent_calls < 1
         or options.max_concurrent_sessions < 1
         or options.max_message_batch_size < 1
+        or options.min_message_batch_size < 1
     ):
         raise ValueError("host.json extensions.serviceBus: concurrency and batch size must be at least 1")
     return options

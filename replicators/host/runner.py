@@ -24,6 +24,7 @@ from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
 
 from replicators.connections import Connection
 from replicators.errors import is_transient
+from replicators.host.batching import next_batch
 from replicators.host.conversion import to_function_message
 from replicators.host.hostjson import ServiceBusHostOptions
 from replicators.host.loader import ServiceBusTrigger
@@ -32,6 +33,7 @@ from replicators.replicate import PoisonMessageError
 
 log = logging.getLogger(__name__)
 RECONNECT_DELAY = dt.timedelta(seconds=1)
+IDLE_RECEIVE_WAIT = dt.timedelta(seconds=1)  # how often an idle worker looks at the stop event
 LOCK_RENEW_MARGIN = dt.timedelta(seconds=10)  # the SDK's AutoLockRenewer renews this long before expiry
 
 
@@ -40,6 +42,7 @@ class TriggerOptions:
     """host.json settings with the binding's per-function overrides applied."""
 
     batch_size: int
+    min_batch_size: int
     concurrency: int
     prefetch_count: int
     auto_complete: bool
@@ -56,6 +59,7 @@ class TriggerOptions:
             concurrency = trigger.max_concurrent_calls or host.max_concurrent_calls
         return cls(
             batch_size=batch,
+            min_batch_size=host.min_message_batch_size if trigger.many else 1,
             concurrency=concurrency,
             prefetch_count=host.prefetch_count,
             auto_complete=host.auto_complete_messages
@@ -159,9 +163,13 @@ class TriggerRunner:
         been idle for `sessionIdleTimeout`, so other sessions get their turn."""
         idle_since = time.monotonic()
         while not self._stop.is_set():
-            messages = receiver.receive_messages(
-                max_message_count=self.options.batch_size,
-                max_wait_time=self.options.batch_wait.total_seconds(),
+            messages = next_batch(
+                receiver,
+                max_size=self.options.batch_size,
+                min_size=self.options.min_batch_size,
+                max_wait=self.options.batch_wait.total_seconds(),
+                idle_wait=min(IDLE_RECEIVE_WAIT, self.options.session_idle).total_seconds(),
+                prefetch=self.options.prefetch_count > 0,
             )
             if not messages:
                 if (

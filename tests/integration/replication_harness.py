@@ -114,7 +114,6 @@ HOST_OPTIONS = ServiceBusHostOptions(
     max_concurrent_calls=2,
     max_concurrent_sessions=4,
     max_message_batch_size=100,
-    max_batch_wait_time=dt.timedelta(milliseconds=200),
     session_idle_timeout=dt.timedelta(milliseconds=500),
 )
 

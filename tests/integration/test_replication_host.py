@@ -3,7 +3,6 @@ the function retry policy, complete on success and abandon after the last retry,
 
 from __future__ import annotations
 
-import datetime as dt
 import textwrap
 import time
 
@@ -36,9 +35,7 @@ def test_single_message_trigger_retries_then_completes_or_abandons(tmp_path, sta
     server = start_broker({"namespaces": {"ns": {"queues": {"work": {"max_delivery_count": 10}}}}})
     connection_string = server.namespaces["ns"].connection_string
     (tmp_path / "function_app.py").write_text(APP)
-    options = ServiceBusHostOptions(
-        max_concurrent_calls=1, max_batch_wait_time=dt.timedelta(milliseconds=200)
-    )
+    options = ServiceBusHostOptions(max_concurrent_calls=1)
     with ServiceBusClient.from_connection_string(connection_string) as client:
         with client.get_queue_sender("work") as sender:
             sender.send_messages(

@@ -56,6 +56,16 @@ def test_legacy_shape_is_understood_and_flat_keys_win():
     assert options.max_message_batch_size == 30
 
 
+def test_min_message_batch_size_and_its_wait_are_read():
+    options = service_bus_options(
+        {"extensions": {"serviceBus": {"minMessageBatchSize": 20, "maxBatchWaitTime": "00:00:02"}}}
+    )
+    assert (options.min_message_batch_size, options.max_batch_wait_time) == (20, dt.timedelta(seconds=2))
+    assert ServiceBusHostOptions().min_message_batch_size == 1  # the extension's default: no waiting
+    with pytest.raises(ValueError, match="at least 1"):
+        service_bus_options({"extensions": {"serviceBus": {"minMessageBatchSize": 0}}})
+
+
 def test_bad_host_json_values_name_the_key():
     with pytest.raises(ValueError, match="maxAutoLockRenewalDuration"):
         service_bus_options({"extensions": {"serviceBus": {"maxAutoLockRenewalDuration": "5m"}}})
