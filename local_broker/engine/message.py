@@ -53,28 +53,101 @@ _INT_FIELDS: dict[str, str] = {
     "DeliveryCount": "delivery_count",
     "Size": "size",
 }
+
+# What a topic message's copies share: the sender's content and what the broker stamps once. A copy in
+# a subscription is a small record of its own state (lock, delivery count, place) that points at it.
+CONTENT_FIELDS = (
+    "annotations",
+    "body",
+    "content_type",
+    "correlation_id",
+    "dead_letter_source",
+    "enqueued_sequence_number",
+    "hop_count",
+    "message_id",
+    "partition_id",
+    "partition_key",
+    "reply_to",
+    "reply_to_session_id",
+    "scheduled_enqueue_time",
+    "session_id",
+    "subject",
+    "time_to_live",
+    "to",
+    "via_partition_key",
+)
+# Each copy's own: its place and state, plus the hot fields the sub-queues read per message (pointers
+# to the same objects in every copy) and the property dict (rule actions replace it per copy).
+COPY_FIELDS = (
+    "application_properties",
+    "content",
+    "delivery_count",
+    "enqueued_time",
+    "entity",
+    "expires_at",
+    "lock_token",
+    "locked_until",
+    "persisted",
+    "sequence_number",
+    "size",
+    "state",
+    "uid",
+)
 # System property name -> reader of the attribute holding it as is (filters read these per message).
 _PLAIN_READERS: dict[str, Any] = {
-    name: attrgetter(attr) for name, attr in (_STRING_FIELDS | _INT_FIELDS).items()
+    name: attrgetter(attr if attr not in CONTENT_FIELDS else f"content.{attr}")
+    for name, attr in (_STRING_FIELDS | _INT_FIELDS).items()
 }
-
-
 _FRESH = {"uid": "0", "entity": "None", "persisted": "False"}  # a copy is not stored anywhere yet
 
 
-def _copier(slots: tuple[str, ...]) -> Any:
-    """`Message.copy`, generated: one assignment per slot (a getattr/setattr loop costs five times as
-    much, and topic fan-out copies a message once per matching subscription)."""
-    lines = [f"    twin.{name} = self.{name}" for name in slots if name not in _FRESH]
+class MessageContent:
+    """The fields of `CONTENT_FIELDS`, shared by a message and its copies until one of them changes a
+    field (a rule action, a transfer, dead-lettering): that one then gets a content of its own."""
+
+    __slots__ = (*CONTENT_FIELDS, "shared")
+
+    def clone(self) -> MessageContent:
+        twin = _new(MessageContent)
+        for name in CONTENT_FIELDS:
+            setattr(twin, name, getattr(self, name))
+        twin.shared = False
+        return twin
+
+
+_new = object.__new__
+
+
+def _content_property(name: str) -> property:
+    """Reads through to the content (one C-level attrgetter); writes copy the content first if shared."""
+
+    def write(self: Message, value: Any) -> None:
+        content = self.content
+        if content.shared:
+            content = self.content = content.clone()
+        setattr(content, name, value)
+
+    return property(attrgetter(f"content.{name}"), write)
+
+
+def _copier() -> Any:
+    """`Message.copy`, generated: one assignment per field of the copy's record (a getattr/setattr loop
+    costs five times as much, and topic fan-out copies a message once per matching subscription)."""
+    lines = [f"    twin.{name} = self.{name}" for name in COPY_FIELDS if name not in _FRESH]
     lines += [f"    twin.{name} = {value}" for name, value in _FRESH.items()]
-    source = "def copy(self):\n    twin = _new(self.__class__)\n" + "\n".join(lines) + "\n    return twin\n"
-    namespace: dict[str, Any] = {"_new": object.__new__}
+    source = (
+        "def copy(self):\n    twin = _new(self.__class__)\n    self.content.shared = True\n"
+        + "\n".join(lines)
+        + "\n    return twin\n"
+    )
+    namespace: dict[str, Any] = {"_new": _new}
     exec(compile(source, "<Message.copy>", "exec"), namespace)
     copy = namespace["copy"]
     copy.__doc__ = """A new message with the same content and state, not yet stored.
 
-    The property dicts are shared: the engine never changes them in place once a message is accepted
-    (it replaces them, see `with_application_properties`), so copies are copy-on-write.
+    The content is shared until either side changes a content field (copy-on-write, see
+    `MessageContent`); so is the property dict, which the engine replaces instead of changing it in
+    place once a message is accepted (see `with_application_properties`).
     """
     return copy
 
@@ -87,41 +160,10 @@ class Message:
     content_type, time_to_live (seconds or None), scheduled_enqueue_time (epoch seconds or None).
     Broker fields: sequence_number, enqueued_sequence_number, enqueued_time, expires_at,
     delivery_count, locked_until, lock_token, state, dead_letter_source, partition_id,
-    hop_count, size. Engine-private: uid, entity (the sub-queue holding it), persisted.
+    hop_count, size. Engine-private: uid, entity (the sub-queue holding it), persisted, content.
     """
 
-    __slots__ = (
-        "annotations",
-        "application_properties",
-        "body",
-        "content_type",
-        "correlation_id",
-        "dead_letter_source",
-        "delivery_count",
-        "enqueued_sequence_number",
-        "enqueued_time",
-        "entity",
-        "expires_at",
-        "hop_count",
-        "lock_token",
-        "locked_until",
-        "message_id",
-        "partition_id",
-        "partition_key",
-        "persisted",
-        "reply_to",
-        "reply_to_session_id",
-        "scheduled_enqueue_time",
-        "sequence_number",
-        "session_id",
-        "size",
-        "state",
-        "subject",
-        "time_to_live",
-        "to",
-        "uid",
-        "via_partition_key",
-    )
+    __slots__ = COPY_FIELDS
 
     def __init__(
         self,
@@ -154,32 +196,34 @@ class Message:
         hop_count: int = 0,
         size: int = 0,
     ) -> None:
-        self.body = body
+        c = self.content = _new(MessageContent)  # written directly: no copy-on-write check needed
+        c.shared = False
+        c.body = body
         self.application_properties = {} if application_properties is None else application_properties
-        self.annotations = annotations
-        self.message_id = message_id
-        self.correlation_id = correlation_id
-        self.session_id = session_id
-        self.reply_to_session_id = reply_to_session_id
-        self.partition_key = partition_key
-        self.via_partition_key = via_partition_key
-        self.subject = subject
-        self.to = to
-        self.reply_to = reply_to
-        self.content_type = content_type
-        self.time_to_live = time_to_live
-        self.scheduled_enqueue_time = scheduled_enqueue_time
+        c.annotations = annotations
+        c.message_id = message_id
+        c.correlation_id = correlation_id
+        c.session_id = session_id
+        c.reply_to_session_id = reply_to_session_id
+        c.partition_key = partition_key
+        c.via_partition_key = via_partition_key
+        c.subject = subject
+        c.to = to
+        c.reply_to = reply_to
+        c.content_type = content_type
+        c.time_to_live = time_to_live
+        c.scheduled_enqueue_time = scheduled_enqueue_time
         self.sequence_number = sequence_number
-        self.enqueued_sequence_number = enqueued_sequence_number
+        c.enqueued_sequence_number = enqueued_sequence_number
         self.enqueued_time = enqueued_time
         self.expires_at = expires_at
         self.delivery_count = delivery_count
         self.locked_until = locked_until
         self.lock_token = lock_token
         self.state = state
-        self.dead_letter_source = dead_letter_source
-        self.partition_id = partition_id
-        self.hop_count = hop_count
+        c.dead_letter_source = dead_letter_source
+        c.partition_id = partition_id
+        c.hop_count = hop_count
         self.size = size
         self.uid = 0
         self.entity: Any = None
@@ -218,7 +262,7 @@ class Message:
         t = self.scheduled_enqueue_time
         return None if t is None else to_datetime(t)
 
-    copy = _copier(__slots__)
+    copy = _copier()
 
     def with_application_properties(self, changes: dict[str, Any]) -> None:
         """Replace the application properties by a new dict with `changes` applied (copy-on-write)."""
@@ -254,3 +298,7 @@ class Message:
             self.scheduled_enqueue_time = to_epoch(value) if isinstance(value, datetime) else value
         else:
             raise KeyError(name)
+
+
+for _name in CONTENT_FIELDS:
+    setattr(Message, _name, _content_property(_name))

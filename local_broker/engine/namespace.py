@@ -594,8 +594,9 @@ class Namespace(Management, Transactions):
         if props.requires_session and m.session_id is None:
             self._to_dead_letter(entity, m, *SESSION_ID_NULL, now)
             return
-        if m.time_to_live is not None and m.time_to_live < ttl:
-            ttl = m.time_to_live
+        own = m.time_to_live
+        if own is not None and own < ttl:
+            ttl = own
         m.expires_at = now + ttl if ttl < 1e15 else INF
         m.state = ACTIVE
         self._place(entity.main, m)
@@ -653,13 +654,14 @@ class Namespace(Management, Transactions):
                     sq.available_sessions[m.session_id] = None  # type: ignore[index]
                     self._available[sq] = None
         elif state is ACTIVE and m.lock_token is None:
-            sq.ready.push(m)
+            sq.ready.fresh.append(m)  # ReadyQueue.push, without the call (once per topic copy)
             self._available[sq] = None
         if state is DEFERRED:
             sq.deferred.setdefault(m.sequence_number, []).append(m)
         elif state is ACTIVE and m.expires_at != INF and sq.kind is MAIN:
             expiring = self._expiring
             if expiring is not None and expiring[0] == m.expires_at:
+                m.expires_at = expiring[0]  # one float for the group, not one per copy
                 expiring[2].append(m)
             else:
                 self._expiring = expiring = (m.expires_at, next(self._ticket), [m])

@@ -276,3 +276,34 @@ def test_forwarding_subscription_into_queue(ns: Namespace, topic: str) -> None:
     assert m.message_id == "m" and m.enqueued_sequence_number == 1
     with pytest.raises(NotAllowedError):
         ns.receive(sub_path("fwd"), 1)
+
+
+def test_copies_share_one_content_until_one_of_them_changes(ns: Namespace, topic: str) -> None:
+    """Lazy fan-out: the subscriptions' copies point at one stored content (body, sender fields); a rule
+    action, a transfer or dead-lettering gives the copy it changes a content of its own."""
+    ns.create_queue(QueueProperties("fwd"))
+    ns.create_subscription(topic, SubscriptionProperties("plain"))
+    ns.create_subscription(topic, SubscriptionProperties("other"))
+    ns.create_subscription(
+        topic,
+        SubscriptionProperties("relabel"),
+        RuleProperties("r", SqlFilter("1=1"), SqlRuleAction("SET sys.Label = 'changed'")),
+    )
+    ns.create_subscription(topic, SubscriptionProperties("forwarding", forward_to="fwd"))
+    body = b"payload" * 100
+    ns.send(topic, msg(body, message_id="m", subject="original"))
+    (plain,) = ns.peek(sub_path("plain"), 0, 1)
+    (other,) = ns.peek(sub_path("other"), 0, 1)
+    (relabelled,) = ns.peek(sub_path("relabel"), 0, 1)
+    (forwarded,) = ns.peek("fwd", 0, 1)
+    assert plain.content is other.content and plain.body is body
+    assert (plain.subject, other.subject, relabelled.subject) == ("original", "original", "changed")
+    assert relabelled.content is not plain.content and relabelled.body is body
+    assert forwarded.hop_count == 1 and plain.hop_count == 0
+    ns.create_queue(QueueProperties("dead"))
+    ns.update_subscription(topic, SubscriptionProperties("other", forward_dead_lettered_messages_to="dead"))
+    (received,) = ns.receive(sub_path("other"), 1)
+    ns.dead_letter(sub_path("other"), [received.lock_token], "why", "because")
+    (dead,) = ns.peek("dead", 0, 1)
+    assert (dead.dead_letter_source, dead.dead_letter_reason) == (sub_path("other"), "why")
+    assert (plain.dead_letter_source, plain.dead_letter_reason, plain.subject) == (None, None, "original")
