@@ -113,9 +113,10 @@ async function scheduleAndCancel() {
 
 async function subscribeHandler() {
   const sender = client.createSender("subscribe");
-  await sender.sendMessages([0, 1, 2, 3, 4, 5].map((i) => ({ body: `s${i}`, messageId: `s${i}` })));
+  // Half without a message id: the receiver keys its lock renewal on the id the broker assigns.
+  await sender.sendMessages([0, 1, 2, 3, 4, 5].map((i) => (i % 2 ? { body: `s${i}` } : { body: `s${i}`, messageId: `s${i}` })));
   await sender.close();
-  const receiver = client.createReceiver("subscribe");
+  const receiver = client.createReceiver("subscribe", { maxAutoLockRenewalDurationInMs: 60000 });
   const bodies = [];
   const errors = [];
   await new Promise((resolve, reject) => {
