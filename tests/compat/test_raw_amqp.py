@@ -244,3 +244,27 @@ def test_a_described_session_filter_as_go_sends_it(namespace, wanted) -> None:
         assert (received.id, received.group_id) == ("in-g", "G")
     finally:
         connection.close()
+
+
+@pytest.mark.parametrize("waiting", [0, 2])
+def test_a_drain_gets_what_is_there_then_the_credit_back(namespace, waiting) -> None:
+    """A receiver that drains (the JS SDK at the end of each receiveMessages wait, Python on close, Go on
+    ReceiveMessages) gets the messages there are, then its unused credit back at once."""
+    connection = connect(namespace)
+    try:
+        token = put_token_request(namespace, "", None)
+        request(connection, "$cbs", forms("$cbs")["link name (JS $cbs)"], token)
+        sender = connection.create_sender("q")
+        for i in range(waiting):
+            sender.send(Message(id=f"drain-{i}", body=b"d"))
+        receiver = connection.create_receiver("q", credit=0)
+        receiver.link.drain(5)
+        connection.wait(lambda: receiver.link.credit == 0 and len(receiver.fetcher.incoming) == waiting,
+                        timeout=TIMEOUT_S, msg="the broker did not answer the drain")
+        ids = []
+        for _ in range(waiting):
+            ids.append(receiver.receive(timeout=TIMEOUT_S).id)
+            receiver.accept()
+        assert ids == [f"drain-{i}" for i in range(waiting)]
+    finally:
+        connection.close()
