@@ -17,6 +17,7 @@ TOPOLOGY = {"namespaces": {"compat": {"queues": {
     "subscribe": {},
     "dedup": {"requires_duplicate_detection": True, "duplicate_detection_history_time_window": "PT10M"},
     "partitioned": {"enable_partitioning": True}, "from-python": {}, "from-js": {},
+    "expiring": {"dead_lettering_on_message_expiration": True},
 }}}}
 SERVICE_BUS_ID = re.compile(r"^[0-9a-f]{32}$")  # what Service Bus assigns: a GUID without dashes
 
@@ -81,6 +82,12 @@ def test_complete_abandon_defer_and_dead_letter(js) -> None:
         "abandon": ("MaxDeliveryCountExceeded",
                     "Message couldn't be consumed after maximum delivery attempts."),
     }
+
+
+def test_an_expired_message_is_dead_lettered_with_its_reason(js) -> None:
+    [expired] = js["expired"]
+    assert (expired["body"], expired["messageId"]) == ("short-lived", "ttl")
+    assert expired["deadLetterReason"] == "TTLExpiredException"
 
 
 def test_peek_pages_and_receive_and_delete(js) -> None:

@@ -181,8 +181,23 @@ async function interop() {
   return messages.map(received);
 }
 
+// A message that outlives its time to live: dead-lettered by the broker (checked at the end of the run).
+async function sendExpiring() {
+  const sender = client.createSender("expiring");
+  await sender.sendMessages({ body: "short-lived", messageId: "ttl", timeToLive: 1000 });
+  await sender.close();
+}
+
+async function expired() {
+  const dlq = client.createReceiver("expiring", { subQueueType: "deadLetter", receiveMode: "receiveAndDelete" });
+  const messages = await receiveAll(dlq, 1, 5000);
+  await dlq.close();
+  return messages.map(received);
+}
+
 await run(async () => {
   try {
+    await sendExpiring();
     return {
       sendAndReceive: await sendAndReceive(),
       batch: await batchOfHundred(),
@@ -193,6 +208,7 @@ await run(async () => {
       dedup: await duplicateDetection(),
       partitioned: await partitioned(),
       interop: await interop(),
+      expired: await expired(),
     };
   } finally {
     await client.close();
