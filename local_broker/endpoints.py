@@ -4,8 +4,9 @@ A namespace's AMQP and admin ports come from, in order: the topology (`local.amq
 0 = any free port), the command line (`--amqp-port`, `--admin-port`), what the data directory remembers from
 the last start, and the defaults (the emulator's 5672 and 5300). Ports taken from a base (command line or
 default) go up by one per namespace in file order. Keys: the topology's `policies`, else the remembered
-ones, else `RootManageSharedAccessKey` with the emulator's well-known key `SAS_KEY_VALUE` on a loopback
-address (a generated key on any other). `broker.json` in the data directory keeps what was chosen, so a
+ones, else `RootManageSharedAccessKey` with a key of its own: the emulator's well-known `SAS_KEY_VALUE` for
+the first namespace on a loopback address, a generated one for any other (namespaces never share a key,
+as in Azure). `broker.json` in the data directory keeps what was chosen, so a
 restart never breaks a configured client.
 """
 
@@ -54,7 +55,8 @@ def choose(specs: list[NamespaceSpec], ports: PortChoice, remembered: dict[str, 
         kept = remembered.get(spec.name) or {}
         amqp, amqp_option = _port(spec, "amqp_port", ports.amqp, kept, ports.default_amqp, index, source)
         admin, admin_option = _port(spec, "admin_port", ports.admin, kept, ports.default_admin, index, source)
-        policies = declared_policies(spec) or _remembered_policies(kept) or [_default_policy(host)]
+        well_known = index == 0 and _is_loopback(host)
+        policies = declared_policies(spec) or _remembered_policies(kept) or [_default_policy(well_known)]
         chosen[spec.name] = Endpoint(amqp, admin, policies, amqp_option, admin_option)
     return chosen
 
@@ -75,8 +77,8 @@ def _remembered_policies(kept: dict[str, Any]) -> list[SharedAccessPolicy]:
     return [SharedAccessPolicy(p["name"], p["key"], frozenset(p["rights"])) for p in kept.get("policies", [])]
 
 
-def _default_policy(host: str) -> SharedAccessPolicy:
-    key = EMULATOR_KEY if _is_loopback(host) else base64.b64encode(os.urandom(32)).decode()
+def _default_policy(well_known: bool) -> SharedAccessPolicy:
+    key = EMULATOR_KEY if well_known else base64.b64encode(os.urandom(32)).decode()
     return SharedAccessPolicy(DEFAULT_POLICY_NAME, key, ALL_RIGHTS)
 
 

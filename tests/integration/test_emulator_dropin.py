@@ -181,15 +181,19 @@ def test_the_emulator_config_json_loads_with_forward_references(tmp_path: Path) 
         broker.stop()
 
 
-def test_a_taken_port_is_one_line_naming_it_and_the_option(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["amqp", "admin"])
+def test_a_taken_port_is_one_line_naming_it_and_the_option(tmp_path: Path, kind: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        code, err = Broker(tmp_path, "--in-memory", "--amqp-port", str(port), "--admin-port", "0").exit()
+        ports = {"amqp": "0", "admin": "0", kind: str(port)}
+        code, err = Broker(tmp_path, "--in-memory", "--amqp-port", ports["amqp"],
+                           "--admin-port", ports["admin"]).exit()
+    what = "AMQP port" if kind == "amqp" else "admin port"
     assert code == 1
-    assert err.splitlines() == [f"sbfed broker serve: port {port} (the AMQP port of namespace sbemulatorns) "
-                                "is already in use; choose another with --amqp-port"]
+    assert err.splitlines() == [f"sbfed broker serve: port {port} (the {what} of namespace sbemulatorns) "
+                                f"is already in use; choose another with --{kind}-port"]
 
 
 def test_an_invalid_topology_prints_every_problem_and_exits_2(tmp_path: Path) -> None:

@@ -65,6 +65,12 @@ EXPECTED = {
         "primary/ORDERS: name: duplicate of orders, allowed: each queue and topic name once in a namespace "
         "(case does not count)",
     ],
+    "emulator-duplicates.json": [
+        "sbemulatorns/Queue.1: Name: duplicate of queue.1, allowed: each queue and topic name once in a "
+        "namespace (case does not count)",
+        "sbemulatorns/t/S: Name: duplicate of s, allowed: each name once (case does not count)",
+        "sbemulatorns/t/s/R: Name: duplicate of r, allowed: each name once (case does not count)",
+    ],
     "duplicate-key.yaml": ["line 5: 'orders': duplicate key, allowed: each name once"],
     "bad-yaml.yaml": ["line 4, column 1: not valid YAML or JSON: expected ',' or '}', but got "
                       "'<stream end>'"],
