@@ -15,7 +15,7 @@ How the AMQP adapter uses it:
     faults.state.latency_seconds          # delay responses by this much
     faults.on_change(callback)            # callback(old: FaultState, new: FaultState), called on the
                                           # thread that made the change (an HTTP thread): hop to the
-                                          # reactor (e.g. proton EventInjector) before touching links;
+                                          # reactor (EngineThread.call) before touching links;
                                           # drop open connections when new.drops_connections and not
                                           # old.drops_connections.
 

@@ -217,7 +217,7 @@ class BrokerServer:
         endpoint = NamespaceEndpoint(spec.name, engine, auth, self.thread, faults, sync, self.max_connections)
         what = f"the AMQP port of namespace {spec.name}"
         with _naming_taken_port(chosen.amqp_port, what, chosen.amqp_option):
-            listener = SaslListener(self.thread.container, self.host, chosen.amqp_port, auth, endpoint,
+            listener = SaslListener(self.thread.loop, self.host, chosen.amqp_port, auth, endpoint,
                                     endpoint.accept_connection, faults, self.handshake_timeout)
         self.thread.on_closing(listener.close)
         self.thread.on_closing(endpoint.close)

@@ -3,8 +3,8 @@
 servicebus-wire.md section 12 lists the pitfalls; each helper here is the workaround for one:
 binary delivery tags (proton decodes tags as UTF-8), 3-field errors (proton drops an empty info map,
 and the SDK hangs on a 2-field error), refusing a link with a null terminus, terminus filters and
-.NET tick timestamps, socket reads bigger than proton's 8 KB per poll, and the transfer's message-format
-(proton parses and drops it; `BrokerTransport` reads it from the incoming frames).
+.NET tick timestamps, and the transfer's message-format (proton parses and drops it; `BrokerTransport`
+reads it from the incoming frames).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import uuid
 from typing import Any
 
 import cproton_ffi
-from proton import Condition, Delivery, Link, ProtonException, Terminus, Transport, symbol
-from proton.handlers import IOHandler
+from proton import Condition, Delivery, Link, Terminus, Transport, symbol
 
 TRACKING_ID = symbol("com.microsoft:tracking-id")
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
@@ -245,97 +244,3 @@ def reject(delivery: Delivery, condition: str, description: str) -> None:
     delivery.local.condition = error(condition, description)
     delivery.update(Delivery.REJECTED)
     delivery.settle()
-
-
-class GreedyIO(IOHandler):
-    """The reactor's socket I/O, with two changes to proton's IOHandler that cut the per-turn cost:
-
-    - reads: proton reads at most the transport's capacity (8 KB) per poll, so a turn holds about seven
-      1 KB messages. This keeps reading while the socket has data, up to MAX_READ per poll (more would make
-      turns so long that receivers, whose credit comes back between turns, starve behind a busy sender);
-    - writes: proton writes only when a poll reports the socket writable, one extra poll per answer. This
-      writes everything a turn produced before polling (a settlement echo leaves in the turn that made it);
-    - selector updates only when something changed, without a reactor event.
-    """
-
-    MAX_READ = 64 * 1024
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.handlers = ()
-
-    # Every event also goes to this global handler; the per-message ones need no socket work.
-    def on_delivery(self, event: Any) -> None:
-        pass
-
-    def on_link_flow(self, event: Any) -> None:
-        pass
-
-    def on_selectable_readable(self, event: Any) -> None:
-        selectable = event.selectable
-        transport = selectable._transport
-        if not transport:
-            return
-        total = 0
-        while total < self.MAX_READ:
-            capacity = transport.capacity()
-            if capacity <= 0:
-                break
-            try:
-                chunk = selectable.recv(capacity)
-            except BlockingIOError:
-                break
-            except OSError:
-                transport.close_tail()
-                break
-            if not chunk:
-                if total == 0:
-                    self.on_selectable_error(event)
-                    return
-                break  # end of stream: seen again on the next poll
-            transport.push(chunk)
-            total += len(chunk)
-            if len(chunk) < capacity:
-                break
-        self.update(transport, selectable, selectable._reactor.now)
-
-    def update(self, transport: Any, selectable: Any, now: float) -> None:
-        """proton's update, but a change of reading/writing/deadline goes straight to the selector instead
-        of through a SELECTABLE_UPDATED event (each event costs a pass of the reactor loop)."""
-        before = (selectable.reading, selectable.writing, selectable.deadline)
-        for flag, amount in (("reading", transport.capacity), ("writing", transport.pending)):
-            try:
-                setattr(selectable, flag, amount() > 0)
-            except ProtonException:
-                if transport.closed:
-                    selectable.terminate()
-                    selectable._transport = None
-                    transport._selectable = None
-        selectable.deadline = transport.tick(now)
-        if selectable.is_terminal:
-            selectable.update()  # the FINAL event closes the socket
-        elif (selectable.reading, selectable.writing, selectable.deadline) != before:
-            self._selector.update(selectable)
-
-    def on_reactor_quiesced(self, event: Any) -> None:
-        if event.reactor.quiesced:
-            for selectable in list(self._selector._writing):
-                self._flush(selectable)
-        super().on_reactor_quiesced(event)
-
-    def _flush(self, selectable: Any) -> None:
-        transport = selectable._transport
-        if not transport or selectable.is_terminal:
-            return
-        try:
-            pending = transport.pending()
-        except ProtonException:
-            return
-        if pending > 0:
-            try:
-                transport.pop(selectable.send(transport.peek(pending)))
-            except BlockingIOError:
-                pass  # the poll will say when the socket takes more
-            except OSError:
-                transport.close_head()
-        self.update(transport, selectable, selectable._reactor.now)

@@ -14,14 +14,3 @@ def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> 
 def _quote(value: Any) -> str:
     text = str(value)
     return f'"{text}"' if not text or " " in text or "=" in text else text
-
-
-class _ProtonSocketNoise(logging.Filter):
-    """proton logs a peer's abrupt disconnect ("Couldn't send/recv") as an error; it is routine."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(("Couldn't send", "Couldn't recv"))
-
-
-def quiet_proton_socket_noise() -> None:
-    logging.getLogger("proton").addFilter(_ProtonSocketNoise())

@@ -1,7 +1,7 @@
 """The reactor thread: the one thread that owns every engine `Namespace` of the process.
 
-proton's `Container` is a single-threaded event loop. Each turn of it (all events that the last socket
-poll produced) ends with `on_reactor_quiesced`, where the broker
+It runs the broker's own network loop (loop.py: epoll, proton's C engine driven directly). Each turn of
+it (all events that the last socket poll produced) ends with `end_turn`, where the broker
 1. feeds receiver links that have credit and messages (the endpoints' pending pumps),
 2. commits every namespace once (group commit: one store transaction for the whole turn),
 3. runs what waited for that commit: `accepted` dispositions of sends, settlement echoes,
@@ -25,13 +25,12 @@ from typing import Any, Protocol, TypeVar
 import cproton
 from proton import Connection, Delivery, Endpoint, Handler, Link, Session, Transport
 from proton._delivery import Disposition
-from proton._events import Collector, Event, EventBase, EventType, wrappers
-from proton.reactor import ApplicationEvent, Container, EventInjector
+from proton._events import Collector, Event, EventType, wrappers
 
 from local_broker.engine import BrokerError
-from local_broker.wire.amqp.compat import GreedyIO, error
-from local_broker.wire.amqp.logs import log_event, quiet_proton_socket_noise
-from local_broker.wire.amqp.poller import EpollSelector
+from local_broker.wire.amqp.compat import error
+from local_broker.wire.amqp.logs import log_event
+from local_broker.wire.amqp.loop import Loop
 
 log = logging.getLogger("local_broker.amqp")
 T = TypeVar("T")
@@ -51,10 +50,10 @@ class TurnParticipant(Protocol):
 class Guarded(Handler):
     """Routes every event to `inner`; an error in it closes the connection involved, never the reactor.
 
-    proton lets a handler's exception end `Container.run()`; one bad frame must not stop the broker.
-    proton looks handlers' methods up by name (`on_delivery`, ...); each lookup here yields a guarded
-    wrapper of the inner method, made once per name and kept. `activity` records that some handler
-    ran since the last end-of-turn work (a turn with only socket bookkeeping skips that work).
+    One bad frame must not stop the broker. proton looks handlers' methods up by name (`on_delivery`,
+    ...); each lookup here yields a guarded wrapper of the inner method, made once per name and kept.
+    `activity` records that some handler ran since the last end-of-turn work (a turn with only socket
+    bookkeeping skips that work).
     """
 
     activity = False
@@ -74,11 +73,8 @@ class Guarded(Handler):
 
     @staticmethod
     def _guard(name: str, fn: Callable[..., None]) -> Callable[..., None]:
-        quiet = name == "on_reactor_quiesced"
-
         def guarded(*args: Any) -> None:
-            if not quiet:
-                Guarded.activity = True
+            Guarded.activity = True
             try:
                 fn(*args)
             except Exception:
@@ -100,9 +96,6 @@ class _Lazy:
     def __get__(self, obj: Any, owner: type) -> Any:
         value = obj.__dict__[self.name] = self.fn(obj)
         return value
-
-
-_PYTHON_CONTEXTS = frozenset({"pn_void", "pn_pyref"})
 
 
 def _endpoint_handler(attachments: Any) -> Handler | None:
@@ -161,11 +154,6 @@ class LazyEvent(Event):
 
     @property
     def handler(self) -> Handler | None:
-        """An event about a Python object (the reactor, a selectable, a timer) has no link, session or
-        connection: its handler is the object's own, found without asking proton for the three."""
-        if self._clsname in _PYTHON_CONTEXTS:
-            context = self._context
-            return getattr(context, "handler", None) if context else None
         # The link's handler, else its session's, else its connection's (proton's order), read from the C
         # records: no Python wrapper for each of the three (only the connection has one in this broker).
         impl = self._impl
@@ -189,16 +177,6 @@ class LazyEvent(Event):
             if handler:
                 return handler
         return super().handler  # the context's own handler, if it has one
-
-    @property
-    def container(self) -> Any:
-        """The reactor: an event about the reactor itself carries it as context (proton finds it through
-        a failed lookup and `__getattr__`, once for `reactor` and again for `container`)."""
-        context = self._context
-        if isinstance(context, Container):
-            return context
-        transport = self._transport
-        return transport._reactor if transport is not None else self.__getattr__("container")
 
 
 class BrokerDelivery(Delivery):
@@ -234,7 +212,7 @@ _WRAPPERS = {**wrappers, "pn_delivery": _wrap_delivery}
 
 
 class LazyCollector(Collector):
-    """The container's event collector, handing out `LazyEvent`s."""
+    """The loop's event collector, handing out `LazyEvent`s."""
 
     def peek(self) -> Any:
         impl = cproton.pn_collector_peek(self._impl)
@@ -242,29 +220,7 @@ class LazyCollector(Collector):
             return None
         clsname = cproton.pn_event_class_name(impl)
         context = _WRAPPERS[clsname](cproton.pn_event_context(impl)) if clsname else None
-        if isinstance(context, EventBase):  # an application event (EventInjector)
-            return context
         return LazyEvent(impl, cproton.pn_event_type(impl), clsname, context)
-
-
-class BrokerContainer(Container):
-    """proton's Container with cheaper events: `LazyEvent`s, and `quiesced` (asked twice per turn) read
-    from the C collector instead of wrapping its head event."""
-
-    def __init__(self, handler: Handler) -> None:
-        super().__init__(handler)
-        # The collector is already bound to the C reactor state: change its class, keep the object.
-        self._collector.__class__ = LazyCollector
-
-    @property
-    def quiesced(self) -> bool:
-        collector = self._collector._impl
-        impl = cproton.pn_collector_peek(collector)
-        if cproton.isnull(impl):
-            return True
-        if cproton.pn_collector_more(collector):
-            return False
-        return EventType.TYPES.get(cproton.pn_event_type(impl)) is Event.REACTOR_QUIESCED
 
 
 def _resolve(future: Future, result: Any, participant: TurnParticipant | None) -> None:
@@ -275,35 +231,19 @@ def _resolve(future: Future, result: Any, participant: TurnParticipant | None) -
         future.set_result(result)
 
 
-class _Timer(Handler):
-    def __init__(self, action: Callable[[], None]) -> None:
-        super().__init__()
-        self.action = action
-
-    def on_timer_task(self, event) -> None:
-        self.action()
-
-
-class EngineThread(Handler):
-    """Runs the proton Container in a thread; the group-commit loop; the cross-thread executor."""
+class EngineThread:
+    """Runs the network loop in a thread; the group-commit turn end; the cross-thread executor."""
 
     def __init__(self) -> None:
-        super().__init__()
-        quiet_proton_socket_noise()
-        self.container = BrokerContainer(Guarded(self))
-        # Set directly rather than through the constructor, which would wrap it in proton's GlobalOverrides
-        # (reconnect hooks of outgoing connections, which a broker never makes) at a cost on every event.
-        self.container.global_handler = GreedyIO()
-        self.container.global_handler._selector = EpollSelector()  # select() dies at fd 1024
-        self.container.container_id = "sbfed-local-broker"
+        self.loop = Loop(LazyCollector())
+        self.loop.on_turn_end = self.end_turn
+        self.loop.on_wake = self._run_calls
         self.participants: list[TurnParticipant] = []
         self.after_commit: list[Callable[[], None]] = []
         self.timer_at: float | None = None
         self.external_changes = False  # this turn ran calls from other threads (admin, control)
         self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future, TurnParticipant | None]] = \
             queue.SimpleQueue()
-        self._injector = EventInjector()
-        self.container.selectable(self._injector)
         self._thread: threading.Thread | None = None
         self._closing: list[Callable[[], None]] = []
 
@@ -314,7 +254,7 @@ class EngineThread(Handler):
 
     def _run(self) -> None:
         try:
-            self.container.run()
+            self.loop.run()
         except Exception:
             log.exception("reactor stopped by an unexpected error")
             raise
@@ -341,11 +281,10 @@ class EngineThread(Handler):
             done, self.after_commit = self.after_commit, []
             for fn in done:
                 fn()
-            self._injector.close()
-            self.container.stop()
+            self.loop.stop()
 
         self._calls.put((shutdown, Future(), None))
-        self._injector.trigger(ApplicationEvent("engine_call"))
+        self.loop.wake()
         self._thread.join(timeout)
         if self._thread.is_alive():
             log_event(log, logging.ERROR, "shutdown-timeout", seconds=timeout)
@@ -359,15 +298,16 @@ class EngineThread(Handler):
             raise RuntimeError("EngineThread.call from the reactor thread would deadlock; call fn directly")
         future: Future = Future()
         self._calls.put((fn, future, participant))
-        self._injector.trigger(ApplicationEvent("engine_call"))
+        self.loop.wake()
         return future.result(timeout)
 
-    def on_engine_call(self, event) -> None:
+    def _run_calls(self) -> None:
         while True:
             try:
                 fn, future, participant = self._calls.get_nowait()
             except queue.Empty:
                 return
+            Guarded.activity = True
             self.external_changes = True
             try:
                 result = fn()
@@ -377,9 +317,10 @@ class EngineThread(Handler):
                 self.after_commit.append(lambda f=future, r=result, p=participant: _resolve(f, r, p))
 
     # --- the turn ---------------------------------------------------------------------------------
-    def on_reactor_quiesced(self, event) -> None:
+    def end_turn(self) -> bool:
+        """The work at the end of a turn (module docstring); False when the turn had nothing to do."""
         if not Guarded.activity:
-            return
+            return False
         Guarded.activity = False
         for participant in self.participants:
             participant.before_commit()
@@ -393,10 +334,19 @@ class EngineThread(Handler):
         for fn in done:
             fn()
         self._schedule_tick()
+        return True
 
     def later(self, delay: float, action: Callable[[], None]) -> None:
         """Run `action` on the reactor after `delay` seconds (an error in it closes nothing but is logged)."""
-        self.container.schedule(delay, Guarded(_Timer(action)))
+
+        def run() -> None:
+            Guarded.activity = True
+            try:
+                action()
+            except Exception:
+                log.exception("error in a timer")
+
+        self.loop.schedule(delay, run)
 
     def _run_ticks(self) -> None:
         self.timer_at = None

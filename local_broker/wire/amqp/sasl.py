@@ -6,8 +6,9 @@ the SASL layer itself, before proton sees the connection: it answers the SASL he
 checks the `sasl-init`, sends the `sasl-outcome`, and only then hands the socket (and any bytes already
 read past the SASL frames) to a proton server transport that expects the AMQP header.
 
-A `SaslDoor` is the delegate of the connection's proton `Selectable` (the reactor reads and writes the
-socket through it) and the handler of that selectable's events during the exchange.
+A `SaslDoor` is the loop's channel for an accepted socket during the exchange; then a `TransportIO`
+(loop.py) takes the socket over. A socket that has not opened its AMQP connection within the handshake
+timeout is closed, whatever step it is at.
 """
 
 from __future__ import annotations
@@ -25,19 +26,17 @@ from proton import (
     Described,
     Endpoint,
     Handler,
-    Url,
     symbol,
     ubyte,
     ulong,
 )
-from proton.handlers import IOHandler
-from proton.reactor import Container
 
 from local_broker.auth import Claim, NamespaceAuth
 from local_broker.engine import BrokerError
 from local_broker.faults import NamespaceFaults
 from local_broker.wire.amqp import compat
 from local_broker.wire.amqp.logs import log_event
+from local_broker.wire.amqp.loop import READ, Loop, TransportIO
 from local_broker.wire.amqp.reactor import Guarded
 from local_broker.wire.amqp.values import decode_value
 
@@ -66,11 +65,10 @@ MECHANISMS_FRAME = _sasl_frame(
     SASL_MECHANISMS, [Array(UNDESCRIBED, Data.SYMBOL, symbol("PLAIN"), symbol("ANONYMOUS"))])
 
 
-class SaslDoor(Handler):
+class SaslDoor:
     """One accepted socket until its SASL exchange is done; then its bytes belong to proton."""
 
     def __init__(self, sock: socket.socket, listener: SaslListener) -> None:
-        super().__init__()
         self.sock = sock
         self.listener = listener
         host, port = sock.getpeername()[:2]
@@ -79,34 +77,13 @@ class SaslDoor(Handler):
         self.leftover = b""  # bytes read past the SASL exchange, handed to proton first
         self.claim: Claim | None = None
         self.authenticated = False
-        self.bound = False
         self.greeted = False
-        self.selectable = None
-        self.connection: Connection | None = None
-
-    # --- the socket API the reactor's IOHandler uses -------------------------------------------
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def recv(self, size: int) -> bytes:
-        if self.leftover:
-            chunk, self.leftover = self.leftover[:size], self.leftover[size:]
-            return chunk
-        return self.sock.recv(size)
-
-    def send(self, data: bytes) -> int:
-        return self.sock.send(data)
-
-    def close(self) -> None:
-        self.sock.close()
+        self.io: TransportIO | None = None
+        self.timeout = listener.loop.schedule(listener.handshake_timeout, self.on_timeout)
+        listener.loop.watch(sock.fileno(), self, READ)
 
     # --- the exchange ---------------------------------------------------------------------------
-    def on_selectable_readable(self, event) -> None:
-        if self.bound:
-            return
-        if self.authenticated:  # the AMQP header has arrived: proton reads it in this same event
-            self._bind()
-            return
+    def on_io(self, events: int) -> None:
         try:
             data = self.sock.recv(4096)
         except BlockingIOError:
@@ -122,19 +99,16 @@ class SaslDoor(Handler):
         except (ValueError, struct.error, IndexError) as exc:
             self._drop(f"bad SASL exchange: {exc}")
 
-    def on_timer_task(self, event) -> None:
+    def on_timeout(self) -> None:
         """The handshake timeout: a socket that has not opened its AMQP connection by now is closed."""
-        if not self.bound:
+        io = self.io
+        if io is None:
             self._drop("SASL exchange timed out")
-            return
-        connection = self.connection
-        if connection is None or not connection.state & Endpoint.REMOTE_UNINIT:
-            return
-        transport = connection.transport
-        if transport is not None:
+        elif not io.closed and io.connection.state & Endpoint.REMOTE_UNINIT:
             log_event(log, logging.INFO, "connection-dropped", peer=self.peer, reason="no AMQP open in time")
-            transport.close_tail()
-            transport.close_head()
+            io.transport.close_tail()
+            io.transport.close_head()
+            self.listener.loop.touched.add(io)
 
     def _advance(self) -> None:
         if not self.inbox.startswith(SASL_HEADER[: len(self.inbox)]) and not self.authenticated:
@@ -184,8 +158,7 @@ class SaslDoor(Handler):
             raise ValueError(f"unsupported SASL mechanism {mechanism!r}")
         self._write(_sasl_frame(SASL_OUTCOME, [ubyte(OUTCOME_OK)]))
         self.authenticated = True
-        if self.leftover:  # the client pipelined its AMQP header: proton reads it in this event
-            self._bind()
+        self._bind()
 
     def _write(self, data: bytes) -> None:
         # SASL frames are a few dozen bytes on a fresh socket: a short write means the peer is broken.
@@ -193,28 +166,24 @@ class SaslDoor(Handler):
             raise ValueError("could not write the SASL frame")
 
     def _bind(self) -> None:
-        """Hand the socket to a proton server transport (what proton's own Acceptor does)."""
-        self.bound = True
-        reactor: Container = self.listener.container
-        connection = reactor.connection(Guarded(self.listener.handler))
-        connection._acceptor = self.listener  # tells proton's IOHandler the socket exists already
-        host, port = self.peer.rsplit(":", 1)
-        connection.url = Url(host=host, port=int(port))
+        """Hand the socket to a proton server transport, with the bytes read past the SASL exchange."""
+        connection = Connection()
+        connection.handler = Guarded(self.listener.handler)
+        connection.collect(self.listener.loop.collector)
         transport = compat.BrokerTransport()
-        transport.idle_timeout = 0
-        transport.bind(connection)
-        self.connection = connection
-        self.selectable._transport = transport
-        transport._selectable = self.selectable
+        self.io = TransportIO(self.listener.loop, self.sock, connection, transport, self.leftover)
         self.listener.on_connection(connection, self.claim, self.peer)
-        IOHandler.update(transport, self.selectable, reactor.now)
+        self.leftover = b""
 
     def _drop(self, reason: str | None) -> None:
         if reason:
             log_event(log, logging.INFO, "connection-dropped", peer=self.peer, reason=reason)
-        self.bound = True
-        self.selectable.terminate()
-        self.selectable.update()
+        self.timeout.cancel()
+        self.close()
+
+    def close(self) -> None:
+        self.listener.loop.forget(self.sock.fileno())
+        self.sock.close()
 
 
 def _decode_frame(frame: bytes) -> tuple[int, list]:
@@ -227,53 +196,53 @@ def _decode_frame(frame: bytes) -> tuple[int, list]:
     return int(value.descriptor), list(value.value or [])
 
 
-class SaslListener(Handler):
-    """The listening socket of one namespace on the reactor; every connection goes through a SaslDoor."""
+class SaslListener:
+    """The listening socket of one namespace on the loop; every connection goes through a SaslDoor."""
 
-    def __init__(self, container: Container, host: str, port: int, auth: NamespaceAuth, handler: Handler,
+    ACCEPTS_PER_POLL = 64
+
+    def __init__(self, loop: Loop, host: str, port: int, auth: NamespaceAuth, handler: Handler,
                  on_connection: OnConnection, faults: NamespaceFaults | None = None,
                  handshake_timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
-        super().__init__()
         self.handshake_timeout = handshake_timeout
         self.faults = faults or NamespaceFaults()
-        self.container = container
+        self.loop = loop
         self.auth = auth
         self.handler = handler
         self.on_connection = on_connection
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, port))
-        self.sock.listen(128)
+        self.sock.listen(1024)
         self.sock.setblocking(False)
         self.port = self.sock.getsockname()[1]
-        self.selectable = container.selectable(handler=Guarded(self), delegate=self.sock)
-        self.selectable.reading = True
-        self.selectable._transport = None
-        container.update(self.selectable)
+        self._fd = self.sock.fileno()
+        loop.watch(self._fd, self, READ)
 
-    def on_selectable_readable(self, event) -> None:
-        try:
-            sock, _ = self.sock.accept()
-        except BlockingIOError:
-            return
-        if self.faults.state.refuses_connections:  # fault injection: the namespace is down
-            sock.close()
-            return
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        door = SaslDoor(sock, self)
-        door.selectable = self.container.selectable(handler=Guarded(door), delegate=door)
-        door.selectable.reading = True
-        door.selectable._transport = None
-        self.container.update(door.selectable)
-        self.container.schedule(self.handshake_timeout, Guarded(door))
+    def on_io(self, events: int) -> None:
+        for _ in range(self.ACCEPTS_PER_POLL):
+            try:
+                sock, _ = self.sock.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:  # e.g. out of file descriptors: the pending connection waits
+                log_event(log, logging.ERROR, "accept-failed", error=exc)
+                return
+            if self.faults.state.refuses_connections:  # fault injection: the namespace is down
+                sock.close()
+                continue
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                SaslDoor(sock, self)
+            except OSError:  # the peer left already (getpeername fails)
+                sock.close()
 
     @property
     def listening(self) -> bool:
-        return self.sock.fileno() != -1 and not self.selectable.is_terminal
+        return self.sock.fileno() != -1
 
     def close(self) -> None:
-        if not self.selectable.is_terminal:
-            self.selectable.terminate()
-            self.selectable.update()
-        self.sock.close()
+        if self.sock.fileno() != -1:
+            self.loop.forget(self._fd)
+            self.sock.close()
