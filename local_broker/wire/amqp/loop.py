@@ -277,6 +277,7 @@ class TransportIO:
             return
         transport = self.transport
         try:
+            self._schedule_tick()  # first: a heartbeat due now leaves with this write
             self._write()
             capacity, pending = transport.capacity(), transport.pending()
         except ProtonException:
@@ -289,7 +290,6 @@ class TransportIO:
                 return
         mask = (READ if capacity > 0 else 0) | (WRITE if pending > 0 else 0)
         self.loop.watch(self.sock.fileno(), self, mask)
-        self._schedule_tick()
 
     def _schedule_tick(self) -> None:
         """Idle-timeout heartbeats the peer asked for (proton says when the next is due)."""
