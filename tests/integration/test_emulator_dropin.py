@@ -2,18 +2,15 @@
 string unchanged with the real SDK, its Config.json in any order, ports and keys kept across restarts, and
 one-line errors (a taken port exits 1, an invalid topology exits 2, never a traceback).
 
-Only `test_the_documented_connection_string_works_unchanged` binds the emulator's own ports (5672, 5300),
-and only when they are free; the others reach the same defaults through `--amqp-port`/`--admin-port`.
+Only `test_the_documented_connection_string_works_unchanged` (and its JavaScript twin in tests/compat) binds
+the emulator's own ports (5672, 5300), and only when they are free; the others reach the same defaults
+through `--amqp-port`/`--admin-port`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,8 +21,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.auth import generate_sas_token
+from tests.broker_process import ServeProcess, emulator_ports_free
 
-ROOT = Path(__file__).resolve().parents[2]
 EMULATOR_CONNECTION_STRING = ("Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;"
                               "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;")
 CONFIG_JSON = {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [
@@ -33,38 +30,6 @@ CONFIG_JSON = {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": 
     {"Name": "fwd-1", "Properties": {"ForwardTo": "", "ForwardDeadLetteredMessagesTo": "",
                                      "DeadLetteringOnMessageExpiration": False}}],
     "Topics": []}], "Logging": {"Type": "File"}}}
-
-
-class Broker:
-    """`sbfed broker serve ARGS` as a process, with HOME and XDG_DATA_HOME inside the test's directory."""
-
-    def __init__(self, home: Path, *args: str) -> None:
-        self.ready = home / f"ready-{time.monotonic_ns()}.json"
-        env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data-home")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sbfed.cli", "broker", "serve", *args, "--ready-file", str(self.ready),
-             "--log-level", "WARNING"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def wait_ready(self) -> dict:
-        deadline = time.monotonic() + 60
-        while not self.ready.exists():
-            assert self.proc.poll() is None, self.proc.communicate()
-            assert time.monotonic() < deadline, "the broker did not start"
-            time.sleep(0.1)
-        [namespace] = json.loads(self.ready.read_text())
-        return namespace
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGTERM)
-        out, err = self.proc.communicate(timeout=30)
-        assert self.proc.returncode == 0, err
-        return out
-
-    def exit(self) -> tuple[int, str]:
-        """For a broker that must refuse to start: its exit code and stderr."""
-        _, err = self.proc.communicate(timeout=60)
-        return self.proc.returncode, err
 
 
 def _free_ports(count: int) -> list[int]:
@@ -97,19 +62,9 @@ def _plain_http(port: int, path: str, token: str | None) -> tuple[int, bytes]:
         return refused.code, refused.read()
 
 
-def _ports_free(*ports: int) -> bool:
-    for port in ports:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
-
-
 def test_no_arguments_is_the_emulator_durable_in_the_default_directory(tmp_path: Path) -> None:
     amqp, admin = _free_ports(2)
-    broker = Broker(tmp_path, "--amqp-port", str(amqp), "--admin-port", str(admin))
+    broker = ServeProcess(tmp_path, "--amqp-port", str(amqp), "--admin-port", str(admin))
     namespace = broker.wait_ready()
     try:
         assert (namespace["namespace"], namespace["amqp_port"], namespace["admin_port"]) == \
@@ -137,7 +92,7 @@ def test_no_arguments_is_the_emulator_durable_in_the_default_directory(tmp_path:
         "sb://localhost;", f"sb://localhost:{amqp};") in printed
     assert (data_dir / "sbemulatorns.db").exists()
 
-    restarted = Broker(tmp_path)  # no port options: the ones the data directory remembers
+    restarted = ServeProcess(tmp_path)  # no port options: the ones the data directory remembers
     again = restarted.wait_ready()
     try:
         assert (again["amqp_port"], again["admin_port"]) == (amqp, admin)
@@ -157,7 +112,7 @@ def test_a_topology_pins_ports_and_keys_and_they_survive_a_restart(tmp_path: Pat
                         "    queues:\n      orders: {}\n")
     data = tmp_path / "data"
     for _ in range(2):
-        broker = Broker(tmp_path, "--topology", str(topology), "--data", str(data))
+        broker = ServeProcess(tmp_path, "--topology", str(topology), "--data", str(data))
         namespace = broker.wait_ready()
         try:
             assert (namespace["amqp_port"], namespace["admin_port"]) == (amqp, admin)
@@ -171,7 +126,7 @@ def test_a_topology_pins_ports_and_keys_and_they_survive_a_restart(tmp_path: Pat
 def test_the_emulator_config_json_loads_with_forward_references(tmp_path: Path) -> None:
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(CONFIG_JSON))
-    broker = Broker(tmp_path, "--topology", str(config), "--in-memory", "--amqp-port", "0",
+    broker = ServeProcess(tmp_path, "--topology", str(config), "--in-memory", "--amqp-port", "0",
                     "--admin-port", "0")
     namespace = broker.wait_ready()
     try:
@@ -188,7 +143,7 @@ def test_a_taken_port_is_one_line_naming_it_and_the_option(tmp_path: Path, kind:
         taken.listen(1)
         port = taken.getsockname()[1]
         ports = {"amqp": "0", "admin": "0", kind: str(port)}
-        code, err = Broker(tmp_path, "--in-memory", "--amqp-port", ports["amqp"],
+        code, err = ServeProcess(tmp_path, "--in-memory", "--amqp-port", ports["amqp"],
                            "--admin-port", ports["admin"]).exit()
     what = "AMQP port" if kind == "amqp" else "admin port"
     assert code == 1
@@ -204,7 +159,7 @@ def test_an_invalid_topology_prints_every_problem_and_exits_2(tmp_path: Path) ->
     queues[1]["Properties"]["ForwardTo"] = "fwd-0"
     queues[1]["Properties"]["MaxDeliveryCont"] = 3
     config.write_text(json.dumps(broken))
-    code, err = Broker(tmp_path, "--topology", str(config), "--in-memory").exit()
+    code, err = ServeProcess(tmp_path, "--topology", str(config), "--in-memory").exit()
     assert code == 2
     assert err.splitlines() == [
         f"{config}: sbemulatorns/fwd-0: LockDuration: PT10H is out of range, allowed PT5S to PT5M",
@@ -216,9 +171,9 @@ def test_an_invalid_topology_prints_every_problem_and_exits_2(tmp_path: Path) ->
 
 def test_the_documented_connection_string_works_unchanged(tmp_path: Path) -> None:
     """The emulator's own ports: run only when nothing else holds them (never in parallel with itself)."""
-    if not _ports_free(5672, 5300):
+    if not emulator_ports_free():
         pytest.skip("5672 or 5300 is taken on this machine; the defaults are covered through --amqp-port")
-    broker = Broker(tmp_path, "--in-memory")
+    broker = ServeProcess(tmp_path, "--in-memory")
     namespace = broker.wait_ready()
     try:
         assert (namespace["amqp_port"], namespace["admin_port"]) == (5672, 5300)
