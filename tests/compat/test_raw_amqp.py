@@ -9,11 +9,12 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from proton import Described, Message, symbol, ulong
+from proton import Described, Message, Timeout, symbol, ulong
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection, LinkDetached
 
 from local_broker.auth import generate_sas_token
+from local_broker.wire.amqp.endpoint import MAX_UNROUTED_REPLIES
 from patterns.drills.broker import BrokerNamespace
 
 TOPOLOGY = {"namespaces": {"raw": {"queues": {"q": {}, "sessions": {"requires_session": True}}}}}
@@ -266,5 +267,28 @@ def test_a_drain_gets_what_is_there_then_the_credit_back(namespace, waiting) -> 
             ids.append(receiver.receive(timeout=TIMEOUT_S).id)
             receiver.accept()
         assert ids == [f"drain-{i}" for i in range(waiting)]
+    finally:
+        connection.close()
+
+
+def test_replies_waiting_for_a_reply_link_are_bounded_and_the_newest_kept(namespace) -> None:
+    connection = connect(namespace)
+    try:
+        form = forms("$cbs")["receiver target (.NET, Go, JS $management)"]
+        sender = connection.create_sender("$cbs")
+        sent = []
+        for _ in range(MAX_UNROUTED_REPLIES + 20):
+            message = put_token_request(namespace, "", form.reply_to)
+            sender.send(message)
+            sent.append(message.id)
+        receiver = connection.create_receiver("$cbs", credit=200, options=Addresses(target=form.reply_to))
+        answered = []
+        while len(answered) < len(sent):
+            try:
+                answered.append(receiver.receive(timeout=2).correlation_id)
+            except Timeout:
+                break
+            receiver.accept()
+        assert answered == sent[-MAX_UNROUTED_REPLIES:]
     finally:
         connection.close()

@@ -48,6 +48,7 @@ MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
 INCOMING_CREDIT = 1000
 DEFAULT_SESSION_WAIT_S = 60.0
 MAX_CONNECTIONS = 5000  # AMQP connections per namespace, as Service Bus Basic/Standard allows
+MAX_UNROUTED_REPLIES = 100  # per connection: replies kept for a reply link the client has yet to attach
 
 
 class Node(Enum):
@@ -543,7 +544,10 @@ class NamespaceEndpoint(Handler):
         payload = management.encode_reply(request, reply, cbs=state.node is Node.CBS)
         target = _reply_link(link, request.reply_to)
         if target is None:  # the client attaches its reply link after sending (a pair in the other order)
-            state.connection.unrouted.append(UnroutedReply(link, request.reply_to, payload))
+            unrouted = state.connection.unrouted
+            if len(unrouted) >= MAX_UNROUTED_REPLIES:  # a client that never attaches one: keep the newest
+                del unrouted[0]
+            unrouted.append(UnroutedReply(link, request.reply_to, payload))
             return
         _send_reply(target, payload)
 
