@@ -5,6 +5,8 @@ lines and exit 2, never a traceback."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,15 @@ def test_every_command_prints_the_lines_and_exits_2(path: Path, tmp_path: Path,
         captured = capsys.readouterr()
         assert captured.err.splitlines() == lines, command
         assert "Traceback" not in captured.err + captured.out
+
+
+@pytest.mark.parametrize("command", [["topology", "apply"], ["infra", "params", "--app-root", "/"],
+                                     ["broker", "serve", "--in-memory"]])
+def test_the_sbfed_command_checks_sql_for_every_part(command: list[str]) -> None:
+    """In a fresh process (nothing registered yet) the dispatcher adds the broker's SQL check for every
+    command that reads a topology, so a file is valid everywhere or nowhere."""
+    path = BROKEN / "bad-sql.yaml"
+    run = subprocess.run([sys.executable, "-m", "sbfed.cli", *command, "--topology", str(path)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [f"{path}: {line}" for line in EXPECTED["bad-sql.yaml"]]
