@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -73,9 +74,20 @@ def _settings(namespace: BrokerNamespace) -> tuple[str, str, str]:
     return fields["Endpoint"].removeprefix("sb://"), fields["SharedAccessKeyName"], fields["SharedAccessKey"]
 
 
-def connect(namespace: BrokerNamespace) -> BlockingConnection:
+@pytest.fixture
+def connection(namespace: BrokerNamespace) -> Iterator[BlockingConnection]:
+    """A fresh AMQP connection (SASL ANONYMOUS, no token yet)."""
     host, _, _ = _settings(namespace)
-    return BlockingConnection(f"amqp://{host}", timeout=TIMEOUT_S, allowed_mechs="ANONYMOUS")
+    opened = BlockingConnection(f"amqp://{host}", timeout=TIMEOUT_S, allowed_mechs="ANONYMOUS")
+    yield opened
+    opened.close()
+
+
+def authorize(connection: BlockingConnection, namespace: BrokerNamespace) -> None:
+    """A put-token for the whole namespace, in the JavaScript SDK's form."""
+    form = forms("$cbs")["link name (JS $cbs)"]
+    assert request(connection, "$cbs", form, put_token_request(namespace, "", None)).properties[
+        "status-code"] == 202
 
 
 def put_token_request(namespace: BrokerNamespace, audience_path: str, reply_to: str | None,
@@ -114,104 +126,77 @@ def request(connection: BlockingConnection, node: str, form: ReplyForm, message:
 
 
 @pytest.mark.parametrize("form_name", FORM_NAMES)
-def test_cbs_and_management_replies_reach_the_reply_link_however_it_is_named(namespace, form_name) -> None:
-    connection = connect(namespace)
-    try:
-        cbs = request(connection, "$cbs", forms("$cbs")[form_name], put_token_request(namespace, "q", None))
-        assert cbs.properties["status-code"] == 202
-        node = "q/$management"
-        peek = request(connection, node, forms(node)[form_name], peek_request(None))
-        assert peek.properties["statusCode"] == 204  # the queue is empty
-    finally:
-        connection.close()
+def test_cbs_and_management_replies_reach_the_reply_link_however_it_is_named(
+        namespace, form_name, connection) -> None:
+    cbs = request(connection, "$cbs", forms("$cbs")[form_name], put_token_request(namespace, "q", None))
+    assert cbs.properties["status-code"] == 202
+    node = "q/$management"
+    peek = request(connection, node, forms(node)[form_name], peek_request(None))
+    assert peek.properties["statusCode"] == 204  # the queue is empty
 
 
 @pytest.mark.parametrize("form_name", [
     "receiver target (.NET, Go, JS $management)", "no reply-to (Python $cbs)"])
-def test_a_request_sent_before_its_reply_link_is_attached_is_answered(namespace, form_name) -> None:
-    connection = connect(namespace)
-    try:
-        cbs = request(connection, "$cbs", forms("$cbs")[form_name], put_token_request(namespace, "q", None),
-                      reply_link_after_request=True)
-        assert cbs.properties["status-code"] == 202
-        node = "q/$management"
-        peek = request(connection, node, forms(node)[form_name], peek_request(None),
-                       reply_link_after_request=True)
-        assert peek.properties["statusCode"] == 204
-    finally:
-        connection.close()
+def test_a_request_sent_before_its_reply_link_is_attached_is_answered(
+        namespace, form_name, connection) -> None:
+    cbs = request(connection, "$cbs", forms("$cbs")[form_name], put_token_request(namespace, "q", None),
+                  reply_link_after_request=True)
+    assert cbs.properties["status-code"] == 202
+    node = "q/$management"
+    peek = request(connection, node, forms(node)[form_name], peek_request(None),
+                   reply_link_after_request=True)
+    assert peek.properties["statusCode"] == 204
 
 
-def test_a_put_token_first_on_a_fresh_connection_authorizes_the_links_after_it(namespace) -> None:
-    connection = connect(namespace)
-    try:
-        form = forms("$cbs")["receiver target (.NET, Go, JS $management)"]
-        assert request(connection, "$cbs", form, put_token_request(namespace, "q", None)).properties[
-            "status-code"] == 202
-        sender = connection.create_sender("q")
-        sender.send(Message(id="raw-1", body=b"raw"))
-        receiver = connection.create_receiver("q", credit=1)
-        received = receiver.receive(timeout=TIMEOUT_S)
-        receiver.accept()
-        assert (received.id, received.body) == ("raw-1", b"raw")
-    finally:
-        connection.close()
+def test_a_put_token_first_on_a_fresh_connection_authorizes_the_links_after_it(namespace, connection) -> None:
+    form = forms("$cbs")["receiver target (.NET, Go, JS $management)"]
+    assert request(connection, "$cbs", form, put_token_request(namespace, "q", None)).properties[
+        "status-code"] == 202
+    sender = connection.create_sender("q")
+    sender.send(Message(id="raw-1", body=b"raw"))
+    receiver = connection.create_receiver("q", credit=1)
+    received = receiver.receive(timeout=TIMEOUT_S)
+    receiver.accept()
+    assert (received.id, received.body) == ("raw-1", b"raw")
 
 
-def test_links_without_a_token_or_with_a_wrong_one_are_refused(namespace) -> None:
-    connection = connect(namespace)
-    try:
-        with pytest.raises(LinkDetached, match="Unauthorized"):
-            connection.create_sender("q")
-        form = forms("$cbs")["link name (JS $cbs)"]
-        wrong = request(connection, "$cbs", form, put_token_request(namespace, "q", None, key="wrong"))
-        assert wrong.properties["status-code"] == 401
-    finally:
-        connection.close()
+def test_links_without_a_token_or_with_a_wrong_one_are_refused(namespace, connection) -> None:
+    with pytest.raises(LinkDetached, match="Unauthorized"):
+        connection.create_sender("q")
+    form = forms("$cbs")["link name (JS $cbs)"]
+    wrong = request(connection, "$cbs", form, put_token_request(namespace, "q", None, key="wrong"))
+    assert wrong.properties["status-code"] == 401
 
 
-def test_a_token_for_the_management_node_authorizes_management_only(namespace) -> None:
-    connection = connect(namespace)
-    try:
-        form = forms("$cbs")["link name (JS $cbs)"]
-        granted = request(connection, "$cbs", form, put_token_request(namespace, "Q/$Management?x=1", None))
-        assert granted.properties["status-code"] == 202
-        node = "q/$management"
-        peek = request(connection, node, forms(node)["link name (JS $cbs)"], peek_request(None))
-        assert peek.properties["statusCode"] == 204
-        with pytest.raises(LinkDetached, match="Unauthorized"):
-            connection.create_sender("q")
-    finally:
-        connection.close()
+def test_a_token_for_the_management_node_authorizes_management_only(namespace, connection) -> None:
+    form = forms("$cbs")["link name (JS $cbs)"]
+    granted = request(connection, "$cbs", form, put_token_request(namespace, "Q/$Management?x=1", None))
+    assert granted.properties["status-code"] == 202
+    node = "q/$management"
+    peek = request(connection, node, forms(node)["link name (JS $cbs)"], peek_request(None))
+    assert peek.properties["statusCode"] == 204
+    with pytest.raises(LinkDetached, match="Unauthorized"):
+        connection.create_sender("q")
 
 
-def test_attach_advertises_the_entity_max_message_size_on_every_link(namespace) -> None:
-    connection = connect(namespace)
-    try:
-        form = forms("$cbs")["link name (JS $cbs)"]
-        request(connection, "$cbs", form, put_token_request(namespace, "", None))
-        sender = connection.create_sender("q")
-        receiver = connection.create_receiver("q", credit=0)
-        assert sender.link.remote_max_message_size == 256 * 1024
-        assert receiver.link.remote_max_message_size == 256 * 1024
-        assert sender.link.remote_properties == {symbol("com.microsoft:max-message-batch-size"): 256 * 1024}
-    finally:
-        connection.close()
+def test_attach_advertises_the_entity_max_message_size_on_every_link(namespace, connection) -> None:
+    authorize(connection, namespace)
+    sender = connection.create_sender("q")
+    receiver = connection.create_receiver("q", credit=0)
+    assert sender.link.remote_max_message_size == 256 * 1024
+    assert receiver.link.remote_max_message_size == 256 * 1024
+    assert sender.link.remote_properties == {symbol("com.microsoft:max-message-batch-size"): 256 * 1024}
 
 
-def test_a_request_with_a_ulong_message_id_is_answered(namespace) -> None:
+def test_a_request_with_a_ulong_message_id_is_answered(namespace, connection) -> None:
     """Java's request/response channel numbers its requests with ulong message ids (that the reply keeps
     the type is tests/unit/wire/test_amqp_codec.py's: proton's Message reads both as int)."""
-    connection = connect(namespace)
-    try:
-        form = forms("$cbs")["sender source and receiver target (Java)"]
-        message = put_token_request(namespace, "", None)
-        message.id = ulong(7)
-        reply = request(connection, "$cbs", form, message)
-        assert reply.properties["status-code"] == 202
-        assert reply.correlation_id == 7
-    finally:
-        connection.close()
+    form = forms("$cbs")["sender source and receiver target (Java)"]
+    message = put_token_request(namespace, "", None)
+    message.id = ulong(7)
+    reply = request(connection, "$cbs", form, message)
+    assert reply.properties["status-code"] == 202
+    assert reply.correlation_id == 7
 
 
 @dataclass(frozen=True)
@@ -230,65 +215,51 @@ def _echoed_filter(receiver) -> object:
 
 
 @pytest.mark.parametrize("wanted", ["G", None], ids=["named", "next-available"])
-def test_a_described_session_filter_as_go_sends_it(namespace, wanted) -> None:
-    connection = connect(namespace)
-    try:
-        token = put_token_request(namespace, "", None)
-        request(connection, "$cbs", forms("$cbs")["link name (JS $cbs)"], token)
-        sender = connection.create_sender("sessions")
-        sender.send(Message(id="in-g", group_id="G", body=b"g"))
-        receiver = connection.create_receiver(
-            "sessions", credit=1, options=SessionFilter(Described(GO_SESSION_FILTER, wanted)))
-        assert _echoed_filter(receiver) == Described(GO_SESSION_FILTER, "G")
-        received = receiver.receive(timeout=TIMEOUT_S)
-        receiver.accept()
-        assert (received.id, received.group_id) == ("in-g", "G")
-    finally:
-        connection.close()
+def test_a_described_session_filter_as_go_sends_it(namespace, wanted, connection) -> None:
+    authorize(connection, namespace)
+    sender = connection.create_sender("sessions")
+    sender.send(Message(id="in-g", group_id="G", body=b"g"))
+    receiver = connection.create_receiver(
+        "sessions", credit=1, options=SessionFilter(Described(GO_SESSION_FILTER, wanted)))
+    assert _echoed_filter(receiver) == Described(GO_SESSION_FILTER, "G")
+    received = receiver.receive(timeout=TIMEOUT_S)
+    receiver.accept()
+    assert (received.id, received.group_id) == ("in-g", "G")
 
 
 @pytest.mark.parametrize("waiting", [0, 2])
-def test_a_drain_gets_what_is_there_then_the_credit_back(namespace, waiting) -> None:
+def test_a_drain_gets_what_is_there_then_the_credit_back(namespace, waiting, connection) -> None:
     """A receiver that drains (the JS SDK at the end of each receiveMessages wait, Python on close, Go on
     ReceiveMessages) gets the messages there are, then its unused credit back at once."""
-    connection = connect(namespace)
-    try:
-        token = put_token_request(namespace, "", None)
-        request(connection, "$cbs", forms("$cbs")["link name (JS $cbs)"], token)
-        sender = connection.create_sender("q")
-        for i in range(waiting):
-            sender.send(Message(id=f"drain-{i}", body=b"d"))
-        receiver = connection.create_receiver("q", credit=0)
-        receiver.link.drain(5)
-        connection.wait(lambda: receiver.link.credit == 0 and len(receiver.fetcher.incoming) == waiting,
-                        timeout=TIMEOUT_S, msg="the broker did not answer the drain")
-        ids = []
-        for _ in range(waiting):
-            ids.append(receiver.receive(timeout=TIMEOUT_S).id)
-            receiver.accept()
-        assert ids == [f"drain-{i}" for i in range(waiting)]
-    finally:
-        connection.close()
+    authorize(connection, namespace)
+    sender = connection.create_sender("q")
+    for i in range(waiting):
+        sender.send(Message(id=f"drain-{i}", body=b"d"))
+    receiver = connection.create_receiver("q", credit=0)
+    receiver.link.drain(5)
+    connection.wait(lambda: receiver.link.credit == 0 and len(receiver.fetcher.incoming) == waiting,
+                    timeout=TIMEOUT_S, msg="the broker did not answer the drain")
+    ids = []
+    for _ in range(waiting):
+        ids.append(receiver.receive(timeout=TIMEOUT_S).id)
+        receiver.accept()
+    assert ids == [f"drain-{i}" for i in range(waiting)]
 
 
-def test_replies_waiting_for_a_reply_link_are_bounded_and_the_newest_kept(namespace) -> None:
-    connection = connect(namespace)
-    try:
-        form = forms("$cbs")["receiver target (.NET, Go, JS $management)"]
-        sender = connection.create_sender("$cbs")
-        sent = []
-        for _ in range(MAX_UNROUTED_REPLIES + 20):
-            message = put_token_request(namespace, "", form.reply_to)
-            sender.send(message)
-            sent.append(message.id)
-        receiver = connection.create_receiver("$cbs", credit=200, options=Addresses(target=form.reply_to))
-        answered = []
-        while len(answered) < len(sent):
-            try:
-                answered.append(receiver.receive(timeout=2).correlation_id)
-            except Timeout:
-                break
-            receiver.accept()
-        assert answered == sent[-MAX_UNROUTED_REPLIES:]
-    finally:
-        connection.close()
+def test_replies_waiting_for_a_reply_link_are_bounded_and_the_newest_kept(namespace, connection) -> None:
+    form = forms("$cbs")["receiver target (.NET, Go, JS $management)"]
+    sender = connection.create_sender("$cbs")
+    sent = []
+    for _ in range(MAX_UNROUTED_REPLIES + 20):
+        message = put_token_request(namespace, "", form.reply_to)
+        sender.send(message)
+        sent.append(message.id)
+    receiver = connection.create_receiver("$cbs", credit=200, options=Addresses(target=form.reply_to))
+    answered = []
+    while len(answered) < len(sent):
+        try:
+            answered.append(receiver.receive(timeout=2).correlation_id)
+        except Timeout:
+            break
+        receiver.accept()
+    assert answered == sent[-MAX_UNROUTED_REPLIES:]
