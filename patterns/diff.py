@@ -25,13 +25,12 @@ from azure.servicebus.management import (
     TrueRuleFilter,
 )
 
-from topology import NamespaceSpec, RuleSpec
+from topology import NamespaceSpec, RuleSpec, creation_order
 from topology.durations import format_duration, parse_duration
-from topology.schema import CORRELATION_FIELDS, PROPERTIES
+from topology.schema import CORRELATION_FIELDS, FORWARDING, PROPERTIES
 
 DEFAULT_RULE = "$Default"
 DURATION_TOLERANCE = dt.timedelta(milliseconds=1)  # the service keeps 100 ns ticks, Python microseconds
-FORWARDING = ("forward_to", "forward_dead_lettered_messages_to")
 # Properties Service Bus cannot change once the entity exists (an update is rejected).
 IMMUTABLE = {
     "queue": frozenset({"requires_session", "requires_duplicate_detection", "enable_partitioning"}),
@@ -100,7 +99,7 @@ def plan(desired: NamespaceSpec, actual: NamespaceState, *, delete_extra: bool =
                        delete_extra)
     changes += _extras("topic", [(t,) for t in actual.topics], {t.name.lower() for t in desired.topics},
                        delete_extra)
-    return _ordered(changes)
+    return _ordered(changes, desired)
 
 
 # What the service gives a subscription created without rules.
@@ -241,17 +240,13 @@ def _frozen(mapping: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 _KIND_ORDER = {"queue": 0, "topic": 0, "subscription": 1, "rule": 2}
 
 
-def _ordered(changes: list[Change]) -> list[Change]:
-    """Creates and updates first, forward targets before the entities that forward to them; deletions last,
-    rules before subscriptions before queues and topics."""
+def _ordered(changes: list[Change], desired: NamespaceSpec) -> list[Change]:
+    """Creates and updates first, in the topology's creation order (topics, then each queue after its
+    forwarding destinations, then subscriptions and rules); deletions last, rules before subscriptions
+    before queues and topics."""
     building = [c for c in changes if c.op != "delete"]
     deleting = [c for c in changes if c.op == "delete"]
-    created = {c.path[-1].lower() for c in building if c.op == "create" and c.kind in ("queue", "topic")}
-
-    def waits_for(change: Change) -> int:
-        targets = {_entity_name(str(change.properties[f])) for f in FORWARDING if change.properties.get(f)}
-        return 1 if targets & created else 0
-
-    building.sort(key=lambda c: (_KIND_ORDER[c.kind], waits_for(c)))
+    rank = {step.path.lower(): index for index, step in enumerate(creation_order(desired))}
+    building.sort(key=lambda c: (_KIND_ORDER[c.kind], rank.get("/".join(c.path[:2]).lower(), 0)))
     deleting.sort(key=lambda c: -_KIND_ORDER[c.kind])
     return building + deleting

@@ -83,6 +83,11 @@ def ops(changes):
     return [(c.op, c.kind, c.name) for c in changes]
 
 
+def test_a_forwarding_chain_declared_backwards_is_created_destinations_first():
+    desired = namespace({"queues": {"a": {"forward_to": "b"}, "b": {"forward_to": "c"}, "c": {}}})
+    assert [c.path for c in plan(desired, NamespaceState())] == [("c",), ("b",), ("a",)]
+
+
 def test_an_applied_namespace_needs_no_changes():
     assert plan(DESIRED, service_state()) == []
 
@@ -90,8 +95,8 @@ def test_an_applied_namespace_needs_no_changes():
 def test_an_empty_namespace_gets_everything_in_a_workable_order():
     changes = plan(DESIRED, NamespaceState())
     assert ops(changes) == [
-        ("create", "queue", "orders-aux"),  # the forward target first
         ("create", "topic", "events"),
+        ("create", "queue", "orders-aux"),  # the forward target first
         ("create", "queue", "orders"),
         ("create", "subscription", "events/consumer"),
         ("create", "subscription", "events/to-b"),
