@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from topology import NamespaceSpec, QueueSpec, RuleSpec, Topology, TopologyError, creation_order
+from topology.problems import check_value
+from topology.schema import FORWARDING, PROPERTIES
 
 PARAMETERS_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#"
 
@@ -25,14 +27,10 @@ DATA_SENDER = "Azure Service Bus Data Sender"
 
 HOSTINGS = ("flex", "premium")
 SKUS = ("Standard", "Premium")
-ENTITY_STATUSES = ("Active", "Disabled", "SendDisabled", "ReceiveDisabled")
 
 # Bicep builds the namespace name as 'sb-<name>-<13-character token>'; Azure allows 50 characters.
 MAX_NAMESPACE_NAME = 32
 _NAMESPACE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
-_ISO_DURATION = re.compile(
-    r"^P(?!$)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$"
-)
 # ARM rule filters and actions are SQL-92 expressions at compatibility level 20 (the only level there is).
 SQL_COMPATIBILITY_LEVEL = 20
 
@@ -44,30 +42,29 @@ class InfraError(TopologyError):
 @dataclass(frozen=True)
 class ArmProperty:
     name: str  # the ARM (camelCase) property name
-    kind: str  # duration | bool | int | entity | status
 
 
 # SDK keyword argument -> ARM property (Microsoft.ServiceBus/namespaces/* @2024-01-01).
 ARM_PROPERTIES: dict[str, ArmProperty] = {
-    "auto_delete_on_idle": ArmProperty("autoDeleteOnIdle", "duration"),
+    "auto_delete_on_idle": ArmProperty("autoDeleteOnIdle"),
     "dead_lettering_on_filter_evaluation_exceptions": ArmProperty(
-        "deadLetteringOnFilterEvaluationExceptions", "bool"),
-    "dead_lettering_on_message_expiration": ArmProperty("deadLetteringOnMessageExpiration", "bool"),
-    "default_message_time_to_live": ArmProperty("defaultMessageTimeToLive", "duration"),
-    "duplicate_detection_history_time_window": ArmProperty("duplicateDetectionHistoryTimeWindow", "duration"),
-    "enable_batched_operations": ArmProperty("enableBatchedOperations", "bool"),
-    "enable_express": ArmProperty("enableExpress", "bool"),
-    "enable_partitioning": ArmProperty("enablePartitioning", "bool"),
-    "forward_dead_lettered_messages_to": ArmProperty("forwardDeadLetteredMessagesTo", "entity"),
-    "forward_to": ArmProperty("forwardTo", "entity"),
-    "lock_duration": ArmProperty("lockDuration", "duration"),
-    "max_delivery_count": ArmProperty("maxDeliveryCount", "int"),
-    "max_message_size_in_kilobytes": ArmProperty("maxMessageSizeInKilobytes", "int"),
-    "max_size_in_megabytes": ArmProperty("maxSizeInMegabytes", "int"),
-    "requires_duplicate_detection": ArmProperty("requiresDuplicateDetection", "bool"),
-    "requires_session": ArmProperty("requiresSession", "bool"),
-    "status": ArmProperty("status", "status"),
-    "support_ordering": ArmProperty("supportOrdering", "bool"),
+        "deadLetteringOnFilterEvaluationExceptions"),
+    "dead_lettering_on_message_expiration": ArmProperty("deadLetteringOnMessageExpiration"),
+    "default_message_time_to_live": ArmProperty("defaultMessageTimeToLive"),
+    "duplicate_detection_history_time_window": ArmProperty("duplicateDetectionHistoryTimeWindow"),
+    "enable_batched_operations": ArmProperty("enableBatchedOperations"),
+    "enable_express": ArmProperty("enableExpress"),
+    "enable_partitioning": ArmProperty("enablePartitioning"),
+    "forward_dead_lettered_messages_to": ArmProperty("forwardDeadLetteredMessagesTo"),
+    "forward_to": ArmProperty("forwardTo"),
+    "lock_duration": ArmProperty("lockDuration"),
+    "max_delivery_count": ArmProperty("maxDeliveryCount"),
+    "max_message_size_in_kilobytes": ArmProperty("maxMessageSizeInKilobytes"),
+    "max_size_in_megabytes": ArmProperty("maxSizeInMegabytes"),
+    "requires_duplicate_detection": ArmProperty("requiresDuplicateDetection"),
+    "requires_session": ArmProperty("requiresSession"),
+    "status": ArmProperty("status"),
+    "support_ordering": ArmProperty("supportOrdering"),
 }
 
 # Which SDK properties each entity kind takes (the SDK's create_* keyword arguments, plus status).
@@ -137,26 +134,19 @@ def arm_entity_properties(kind: str, props: dict[str, Any], where: str,
             raise InfraError(f"{where}: '{key}' is not a {kind} property "
                              f"(known: {', '.join(sorted(ENTITY_PROPERTIES[kind]))})")
         prop = ARM_PROPERTIES[key]
-        out[prop.name] = _checked_value(prop.kind, value, f"{where}/{key}")
+        out[prop.name] = _checked_value(kind, key, value, f"{where}/{key}")
     _check_sku(out, where, sku)
     return out
 
 
-def _checked_value(kind: str, value: Any, where: str) -> Any:
-    if kind == "duration":
-        if not isinstance(value, str) or not _ISO_DURATION.match(value):
-            raise InfraError(f"{where}: expected an ISO 8601 duration such as PT1M, got {value!r}")
-    elif kind == "bool":
-        if not isinstance(value, bool):
-            raise InfraError(f"{where}: expected true or false, got {value!r}")
-    elif kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InfraError(f"{where}: expected a positive integer, got {value!r}")
-    elif kind == "status":
-        if value not in ENTITY_STATUSES:
-            raise InfraError(f"{where}: expected one of {', '.join(ENTITY_STATUSES)}, got {value!r}")
-    elif not isinstance(value, str) or not value or "/" in value or ":" in value:
-        raise InfraError(f"{where}: expected the name of an entity in the same namespace, got {value!r}")
+def _checked_value(kind: str, key: str, value: Any, where: str) -> Any:
+    """The value as the topology schema allows it; ARM adds that a forwarding destination is a plain name."""
+    problem = check_value(PROPERTIES[kind][key], value)
+    if problem:
+        raise InfraError(f"{where}: {problem}")
+    if key in FORWARDING and "/" in value:
+        raise InfraError(f"{where}: '{value}' is a path, ARM forwards to the name of an entity in the same "
+                         "namespace")
     return value
 
 

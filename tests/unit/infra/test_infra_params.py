@@ -60,11 +60,11 @@ def test_every_sdk_create_argument_is_mapped_or_refused(kind: str, method: str) 
 def test_properties_map_with_their_values() -> None:
     props = {"lock_duration": "PT30S", "max_delivery_count": 5, "requires_session": True,
              "forward_dead_lettered_messages_to": "aux", "status": "SendDisabled",
-             "default_message_time_to_live": "P1DT2H", "auto_delete_on_idle": "PT0.5S"}
+             "default_message_time_to_live": "P1DT2H", "auto_delete_on_idle": "PT10M"}
     assert arm_entity_properties("queue", props, "q") == {
         "lockDuration": "PT30S", "maxDeliveryCount": 5, "requiresSession": True,
         "forwardDeadLetteredMessagesTo": "aux", "status": "SendDisabled",
-        "defaultMessageTimeToLive": "P1DT2H", "autoDeleteOnIdle": "PT0.5S"}
+        "defaultMessageTimeToLive": "P1DT2H", "autoDeleteOnIdle": "PT10M"}
 
 
 @pytest.mark.parametrize("key,value,message", [
@@ -73,10 +73,11 @@ def test_properties_map_with_their_values() -> None:
     ("lock_duration", "PT", "ISO 8601 duration"),
     ("lock_duration", 60, "ISO 8601 duration"),
     ("requires_session", "yes", "true or false"),
-    ("max_delivery_count", True, "positive integer"),
-    ("max_delivery_count", 0, "positive integer"),
+    ("max_delivery_count", True, "not a whole number"),
+    ("max_delivery_count", 0, "out of range, allowed 1 to"),
     ("status", "Paused", "Active, Disabled"),
-    ("forward_to", "sb://ns/q", "name of an entity"),
+    ("forward_to", "sb://ns/q", "not an entity name"),
+    ("forward_to", "other/q", "a path, ARM forwards to the name of an entity"),
     ("support_ordering", True, "not a queue property"),
     ("user_metadata", "x", "has no userMetadata"),
     ("authorization_rules", [], "disableLocalAuth"),
