@@ -142,7 +142,8 @@ def main(argv: list[str]) -> int:
             print(f"namespace {entry['namespace']}: amqp port {entry['amqp_port']}, "
                   f"admin port {entry['admin_port']}\n  {entry['emulator_connection_string']}\n"
                   f"  admin: {entry['emulator_admin_connection_string']}\n"
-                  f"  certificate (HTTPS): {entry['cert_path']}", flush=True)
+                  f"  certificate (HTTPS): {entry['cert_path']}\n"
+                  f"  console (one-time login link): {entry['console_url']}", flush=True)
     if not args.print_json:
         print(f"data: {data_dir or 'in memory'}", flush=True)
     if args.ready_file:

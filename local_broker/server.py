@@ -73,6 +73,7 @@ class HostedNamespace:
     engine: Any
     faults: NamespaceFaults
     endpoint: NamespaceEndpoint
+    console_url: str = ""  # the console's one-time login link (empty once used)
 
     @property
     def connection_string(self) -> str:
@@ -103,12 +104,21 @@ class HostedNamespace:
                 "admin_connection_string": self.admin_connection_string,
                 "emulator_connection_string": self.emulator_connection_string,
                 "emulator_admin_connection_string": self.emulator_admin_connection_string,
-                "cert_path": self.cert_path}
+                "cert_path": self.cert_path, "console_url": self.console_url}
 
 
 def _client_host(host: str) -> str:
     """The name clients use: `localhost` for a loopback or wildcard bind (the certificate names it)."""
     return "localhost" if host in ("127.0.0.1", "::1", "0.0.0.0", "::", "localhost") else host
+
+
+def _browser_host(host: str) -> str:
+    """The address a browser on this machine opens (a literal one: `localhost` may try ::1 first)."""
+    if host in ("0.0.0.0", "localhost"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
 
 
 class PortInUseError(OSError):
@@ -200,6 +210,9 @@ class BrokerServer:
                                     endpoints[name].admin_option):
                 admin.start()
             hosted.admin_port = admin.port
+            admin.console.amqp_address = (_client_host(self.host), hosted.amqp_port)
+            console_base = f"http://{_browser_host(self.host)}:{admin.port}"
+            hosted.console_url = admin.console.login_url(console_base) or ""
             log_event(log, logging.INFO, "namespace-ready", **hosted.describe())
         if durable is not None:
             write_state(durable, {name: (h.amqp_port, h.admin_port, endpoints[name].policies)

@@ -239,6 +239,15 @@ class Namespace(Management, Transactions):
         """The canonical path of an entity or sub-queue (see docs/engine-api.md section 4)."""
         return self._lookup(path).path
 
+    def deferred_message_count(self, path: str) -> int:
+        """Deferred messages of a queue, subscription or sub-queue (the runtime properties have no such
+        count; the console shows it)."""
+        return sum(len(same) for same in self._sub_queue(path).deferred.values())
+
+    def partition_count(self, path: str) -> int:
+        """Partitions of a queue or topic (1 when not partitioned)."""
+        return self._lookup(path).partition_count
+
     def _sub_queue(self, path: str) -> SubQueue:
         target = self._lookup(path)
         if isinstance(target, Topic):

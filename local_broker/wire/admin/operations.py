@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -86,6 +86,7 @@ class AdminResponse:
     status: int
     body: bytes
     content_type: str = atom.ENTRY_CONTENT_TYPE
+    headers: dict[str, str] = field(default_factory=dict)  # beyond Content-Type and Content-Length
 
 
 def parse_put_body(request: AdminRequest) -> tuple[str, Any]:

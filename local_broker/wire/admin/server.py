@@ -10,6 +10,8 @@ Construction (by `local_broker.server`, one per namespace):
 * `auth`: `local_broker.auth.NamespaceAuth`; every route but `/health` needs a SAS token with Manage.
 * `run_on_engine(fn)`: runs `fn(namespace)` on the thread that owns the engine and returns its result
   (re-raising its exception). Each request makes one such call.
+* `console`: the web console (`local_broker.console`) at `/` and `/$console/...`; it signs users in with a
+  policy name and key and keeps a session cookie.
 * `faults`: `local_broker.faults.NamespaceFaults`; while the namespace is down the management routes
   answer 503 (the control routes keep working so a drill can bring it back), and `latency_ms` delays them.
 * `health()`: the reasons the namespace does not serve fully (reactor, listener, store); `/health` answers
@@ -35,6 +37,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from local_broker.auth import MANAGE, NamespaceAuth
+from local_broker.console import Console
 from local_broker.control import CONTROL_PREFIX, ControlApi, control_error
 from local_broker.engine import BrokerError, UnauthorizedError
 from local_broker.faults import NamespaceFaults
@@ -152,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         answer = self.server.admin.respond(self.command, self.path, dict(self.headers.items()), body,
                                            "https" if isinstance(self.connection, ssl.SSLSocket) else "http")
-        self._send(answer.status, answer.body, answer.content_type)
+        self._send(answer.status, answer.body, answer.content_type, answer.headers)
 
     def _read_body(self) -> bytes:
         size = self._declared_size()
@@ -197,9 +200,12 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return super().handle_expect_100()
 
-    def _send(self, status: int, payload: bytes, content_type: str) -> None:
+    def _send(self, status: int, payload: bytes, content_type: str,
+              headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -219,6 +225,7 @@ class AdminServer:
         self.tls_context = Certificate(Path(cert_path), Path(key_path)).server_context()
         self.operations = Operations(namespace_name, run_on_engine)
         self.control = ControlApi(namespace_name, faults, run_on_engine)
+        self.console = Console(namespace_name, auth, run_on_engine, faults, self.control, health, clock)
         self._address = (host, port)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -257,6 +264,9 @@ class AdminServer:
             return self._health()
         is_control = bool(segments) and segments[0].lower() == CONTROL_PREFIX
         try:
+            if Console.serves(segments):  # the web console authenticates by its own session cookie
+                page = self.console.respond(method, segments, parts.query, lowered, body)
+                return AdminResponse(page.status, page.body, page.content_type, page.headers)
             claim = self._verify(lowered.get("authorization"))
             if is_control:
                 claim.require("", MANAGE)

@@ -1,0 +1,211 @@
+"""The console's HTML, rendered on the server (every value escaped). console.js refreshes the parts marked
+`data-refresh` and nothing else; every action is a plain form POST answered by a redirect."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+from urllib.parse import quote
+
+from local_broker.console.operations import EntityRow, PeekedMessage
+
+PREFIX = "/$console"
+
+
+def url(*parts: str, **query: Any) -> str:
+    path = PREFIX + "/" + "/".join(quote(p, safe="/$") for p in parts)
+    pairs = [f"{k}={quote(str(v))}" for k, v in query.items() if v is not None]
+    return path + ("?" + "&".join(pairs) if pairs else "")
+
+
+def layout(namespace: str, title: str, content: str, note: str | None = None, policy: str | None = None,
+           csrf: str = "") -> str:
+    user = ""
+    if policy:
+        user = (f'<form method="post" action="{url("logout")}" class="user">{_csrf(csrf)}'
+                f'signed in as <b>{escape(policy)}</b> <button>sign out</button></form>')
+    banner = f'<p class="note" id="note">{escape(note)}</p>' if note else ""
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)} · {escape(namespace)}'
+            f'</title><link rel="stylesheet" href="{url("static", "console.css")}">'
+            f'<script src="{url("static", "console.js")}" defer></script></head><body>'
+            f'<header><a href="{url()}" class="brand">sbfed console</a> <span class="ns">{escape(namespace)}'
+            f'</span>{user}</header><main>{banner}<h1>{escape(title)}</h1>{content}</main></body></html>')
+
+
+def _csrf(token: str) -> str:
+    return f'<input type="hidden" name="csrf" value="{escape(token)}">'
+
+
+def login(namespace: str, note: str | None = None) -> str:
+    form = (f'<form method="post" action="{url("login")}" class="login">'
+            '<label>Policy name <input name="policy" value="RootManageSharedAccessKey" required></label>'
+            '<label>Key <input name="key" type="password" required autocomplete="off"></label>'
+            '<button id="sign-in">Sign in</button></form>'
+            '<p>Use a shared access policy of this namespace (its name and key, as in a connection string). '
+            'What you can do follows its rights: Listen peeks, Send sends, Manage purges and injects faults.'
+            '</p>')
+    return layout(namespace, "Sign in", form, note)
+
+
+def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], connection: dict[str, str],
+                   rows: list[EntityRow], can_manage: bool, csrf: str) -> str:
+    down = faults.get("namespace_down")
+    status = "down (" + down + ")" if down else ("degraded" if health else "up")
+    problems = "".join(f"<li>{escape(p)}</li>" for p in health)
+    parts = [f'<section><h2>Status</h2><p>Namespace <b id="ns-status" '
+             f'class="status-{escape(status.split()[0])}">'
+             f'{escape(status)}</b>, latency {int(faults.get("latency_ms") or 0)} ms.</p>'
+             + (f"<ul class='problems'>{problems}</ul>" if problems else "")
+             + _partitions_down(faults) + "</section>"]
+    if can_manage:
+        parts.append(_fault_switches(faults, csrf))
+    strings = "".join(f'<dt>{escape(name)}</dt><dd><input readonly class="copy" value="{escape(value)}"></dd>'
+                      for name, value in connection.items())
+    parts.append(f"<section><h2>Connection strings</h2><dl>{strings}</dl></section>")
+    parts.append('<section><h2>Entities</h2><table class="entities"><thead><tr><th>entity</th><th>status</th>'
+                 '<th>active</th><th>dead-letter</th><th>transfer DLQ</th><th>scheduled</th><th>deferred</th>'
+                 '<th>size</th><th>active, last 60 s</th><th>details</th></tr></thead>'
+                 f'<tbody id="entity-rows" data-refresh="{url("fragments", "entities")}">{entity_rows(rows)}'
+                 '</tbody></table></section>')
+    return "".join(parts)
+
+
+def _partitions_down(faults: dict[str, Any]) -> str:
+    down = faults.get("partitions_down") or []
+    if not down:
+        return ""
+    items = "".join(f"<li>{escape(p['entity'])} partition {int(p['partition_id'])}</li>" for p in down)
+    return f"<p>Partitions down:</p><ul>{items}</ul>"
+
+
+def _fault_switches(faults: dict[str, Any], csrf: str) -> str:
+    action = url("faults")
+    buttons = "".join(
+        f'<button name="namespace_down" value="{mode}" id="fault-{mode}">{label}</button>'
+        for mode, label in (("drop", "Take down (drop connections)"), ("refuse", "Refuse new connections"),
+                            ("up", "Bring up")))
+    return (f'<section><h2>Fault injection</h2><form method="post" action="{action}">{_csrf(csrf)}{buttons}'
+            f'</form><form method="post" action="{action}">{_csrf(csrf)}<label>Latency (ms) '
+            f'<input name="latency_ms" type="number" min="0" value="{int(faults.get("latency_ms") or 0)}">'
+            '</label><button id="set-latency">Set latency</button></form></section>')
+
+
+def entity_rows(rows: list[EntityRow]) -> str:
+    out = []
+    for r in rows:
+        indent = ' class="sub"' if r.kind == "subscription" else ""
+        arrows = ""
+        if r.forward_to:
+            arrows += f' <span class="arrow">→ {escape(r.forward_to)}</span>'
+        if r.forward_dead_letters_to:
+            arrows += f' <span class="arrow">DLQ → {escape(r.forward_dead_letters_to)}</span>'
+        details = [r.kind]
+        if r.partitions > 1:
+            details.append(f"{r.partitions} partitions")
+        if r.requires_session:
+            details.append("sessions")
+        details += r.rules
+        name = (f'<a href="{url("entity", r.path)}">{escape(r.path)}</a>' if r.receivable
+                else escape(r.path))
+        cells = [r.active, r.dead_letter, r.transfer_dead_letter, r.scheduled, r.deferred, r.size]
+        counts = "".join(f"<td class='n'>{c}</td>" for c in cells)
+        out.append(f'<tr data-entity="{escape(r.path)}"{indent}><td>{name}{arrows}</td>'
+                   f'<td>{escape(r.status)}</td>{counts}<td><canvas class="spark" width="80" height="18" '
+                   f'data-entity="{escape(r.path)}" data-count="{r.active}"></canvas></td>'
+                   f'<td class="details">{escape("; ".join(details))}</td></tr>')
+    return "".join(out) or '<tr><td colspan="10">No queues or topics yet.</td></tr>'
+
+
+SUB_QUEUES = {"main": ("", "messages"), "dlq": ("/$DeadLetterQueue", "dead-letter queue"),
+              "tdlq": ("/$Transfer/$DeadLetterQueue", "transfer dead-letter queue")}
+
+
+def entity_page(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], from_sequence: int,
+                page_size: int, rights: frozenset[str], csrf: str) -> str:
+    tabs = "".join(
+        f'<a href="{url("entity", row.path, queue=key)}" class="tab{" on" if key == sub_queue else ""}" '
+        f'id="tab-{key}">{escape(label)}</a>' for key, (_, label) in SUB_QUEUES.items())
+    counts = (f'<p id="counts">active {row.active} · dead-letter {row.dead_letter} · transfer DLQ '
+              f'{row.transfer_dead_letter} · scheduled {row.scheduled} · deferred {row.deferred} · '
+              f'{row.size} bytes</p>')
+    parts = [f'<nav class="tabs">{tabs}</nav>', counts]
+    action = url("entity", row.path, "actions", queue=sub_queue)
+    if sub_queue != "main" and "Listen" in rights and "Send" in rights:
+        parts.append(f'<form method="post" action="{action}" class="inline">{_csrf(csrf)}'
+                     '<button name="action" value="resubmit" id="resubmit-all">Resubmit all</button></form>')
+    if "Manage" in rights:
+        parts.append(f'<form method="post" action="{action}" class="inline">{_csrf(csrf)}'
+                     '<button name="action" value="purge" id="purge">Purge</button></form>')
+        if row.partitions > 1:
+            parts.append(_partition_switches(row, csrf))
+    parts.append(_messages(row, sub_queue, messages, from_sequence, page_size, action, rights, csrf))
+    if sub_queue == "main" and "Send" in rights and row.kind == "queue":
+        parts.append(_send_form(row, action, csrf))
+    return "".join(parts)
+
+
+def _partition_switches(row: EntityRow, csrf: str) -> str:
+    buttons = "".join(
+        f'<button name="partition" value="{i}:{state}">{i} {state}</button>'
+        for i in range(row.partitions) for state in ("down", "up"))
+    return (f'<form method="post" action="{url("entity", row.path, "partitions")}" class="partitions">'
+            f'{_csrf(csrf)}Partitions: {buttons}</form>')
+
+
+def _messages(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], from_sequence: int,
+              page_size: int, action: str, rights: frozenset[str], csrf: str) -> str:
+    if "Listen" not in rights:
+        return "<p>Peeking needs the Listen right.</p>"
+    items = []
+    can_resubmit = sub_queue != "main" and "Send" in rights
+    for m in messages:
+        system = "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>"
+                         for k, v in m.system.items())
+        app = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(repr(v))}</td></tr>"
+                      for k, v in m.application.items())
+        resubmit = (f'<form method="post" action="{action}" class="inline">{_csrf(csrf)}'
+                    f'<input type="hidden" name="sequence_number" value="{m.sequence_number}">'
+                    '<button name="action" value="resubmit">Resubmit</button></form>' if can_resubmit else "")
+        items.append(f'<article class="message" data-sequence="{m.sequence_number}"><h3>#{m.sequence_number}'
+                     f' {escape(str(m.system.get("MessageId", "")))}</h3>{resubmit}'
+                     f'<div class="props"><table class="system"><caption>system properties</caption>{system}'
+                     f'</table><table class="application"><caption>application properties</caption>{app}'
+                     f'</table></div>{_body(m)}</article>')
+    next_from = messages[-1].sequence_number + 1 if len(messages) == page_size else None
+    pager = (f'<a id="next-page" href="{url("entity", row.path, queue=sub_queue, start=next_from)}">next '
+             f'{page_size} →</a>' if next_from else "")
+    first = (f'<a href="{url("entity", row.path, queue=sub_queue)}">← first</a> '
+             if from_sequence > 0 else "")
+    return (f'<section><h2>Peek (from #{from_sequence})</h2>{"".join(items) or "<p>No messages.</p>"}'
+            f'<p class="pager">{first}{pager}</p></section>')
+
+
+def _body(m: PeekedMessage) -> str:
+    if m.body is None:
+        return f'<pre class="body">{escape(m.body_value or "")}</pre>'
+    views = [("hex", " ".join(f"{b:02x}" for b in m.body[:4096]))]
+    try:
+        text = m.body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None:
+        try:
+            views.insert(0, ("json", json.dumps(json.loads(text), indent=2)))
+        except ValueError:
+            pass
+        views.insert(0 if len(views) == 1 else 1, ("text", text))
+    return "".join(f'<details class="body"{" open" if i == 0 else ""}><summary>body as {kind}</summary>'
+                   f'<pre class="body-{kind}">{escape(value)}</pre></details>' for i, (kind, value) in
+                   enumerate(views))
+
+
+def _send_form(row: EntityRow, action: str, csrf: str) -> str:
+    session = ('<label>Session id <input name="session_id"></label>' if row.requires_session else "")
+    return (f'<section><h2>Send a test message</h2><form method="post" action="{action}" class="send">'
+            f'{_csrf(csrf)}<label>Body <textarea name="body" rows="3"></textarea></label>'
+            '<label>Message id <input name="message_id"></label>'
+            '<label>Application properties (JSON object) <input name="properties" placeholder=\'{"k": "v"}\'>'
+            f'</label>{session}<label>Partition key <input name="partition_key"></label>'
+            '<label>Schedule in seconds <input name="schedule_seconds" type="number" min="0"></label>'
+            '<button name="action" value="send" id="send">Send</button></form></section>')

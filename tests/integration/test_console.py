@@ -1,0 +1,221 @@
+"""The web console of `sbfed broker serve` over HTTP: sign-in, pages with what the SDK sent, and the
+actions each key's rights allow (a Listen-only key peeks but cannot purge, resubmit, send or take the
+namespace down)."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import ServiceBusConnectionError
+
+from tests.broker_process import brokers
+from tests.console_client import ConsoleClient
+
+LISTENER_KEY = "bGlzdGVuLW9ubHkta2V5"
+TOPOLOGY = {"namespaces": {"primary": {
+    "policies": {"RootManageSharedAccessKey": {"key": "U0FTX0tFWV9WQUxVRQ==", "rights": ["Manage", "Send",
+                                                                                         "Listen"]},
+                 "reader": {"key": LISTENER_KEY, "rights": ["Listen"]}},
+    "queues": {"orders": {}, "audit": {}},
+    "topics": {"events": {"subscriptions": {"all": {"forward_to": "audit"}}}},
+}}}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    directory = tmp_path_factory.mktemp("console")
+    with brokers(TOPOLOGY, directory):
+        [entry] = json.loads((directory / "broker-ready.json").read_text())
+        yield entry
+
+
+def _base(entry: dict[str, Any]) -> str:
+    return f"http://127.0.0.1:{entry['admin_port']}"
+
+
+def _manager(entry: dict[str, Any]) -> ConsoleClient:
+    client = ConsoleClient(_base(entry))
+    key = re.search(r"SharedAccessKey=([^;]+)", entry["connection_string"]).group(1)
+    assert client.sign_in("RootManageSharedAccessKey", key).status == 200
+    return client
+
+
+def _row(client: ConsoleClient, entity: str) -> list[int]:
+    """The counts of an entity's row in the refreshed fragment: active, DLQ, TDLQ, scheduled, deferred."""
+    fragment = client.get("/$console/fragments/entities")
+    assert fragment.status == 200
+    row = re.search(rf'<tr data-entity="{re.escape(entity)}".*?</tr>', fragment.html).group(0)
+    return [int(n) for n in re.findall(r"<td class='n'>(\d+)</td>", row)][:5]
+
+
+def _send(entry: dict[str, Any], queue: str, *messages: ServiceBusMessage) -> None:
+    with ServiceBusClient.from_connection_string(entry["connection_string"]) as sb, \
+            sb.get_queue_sender(queue) as sender:
+        sender.send_messages(list(messages))
+
+
+def test_nothing_but_health_without_signing_in(broker: dict[str, Any]) -> None:
+    client = ConsoleClient(_base(broker))
+    assert client.get("/health").status == 200
+    for path in ("/", "/$console/", "/$console/fragments/entities", "/$console/entity/orders"):
+        page = client.get(path)
+        assert page.url.endswith("/$console/login") and "Sign in" in page.html, path
+        assert "orders" not in page.html
+    refused = client.post("/$console/faults", {"namespace_down": "drop"}, "guess")
+    assert refused.url.endswith("/$console/login")
+    wrong = client.sign_in("RootManageSharedAccessKey", "bm90LXRoZS1rZXk=")
+    assert wrong.status == 401 and "invalid policy name or key" in wrong.html
+    client.jar.set_cookie(_cookie("sbfed-console-primary", "forged"))
+    assert client.get("/$console/").url.endswith("/$console/login")
+
+
+def _cookie(name: str, value: str) -> http.cookiejar.Cookie:
+    return http.cookiejar.Cookie(0, name, value, None, False, "127.0.0.1", False, False, "/", True, False,
+                                 None, False, None, None, {})
+
+
+def test_the_printed_login_link_works_once(broker: dict[str, Any]) -> None:
+    link = broker["console_url"]
+    assert link.startswith(_base(broker) + "/$console/login?once=")
+    first = ConsoleClient(_base(broker)).get(link)
+    assert first.status == 200 and "signed in as <b>RootManageSharedAccessKey</b>" in first.html
+    again = ConsoleClient(_base(broker)).get(link)
+    assert again.status == 401 and "works once" in again.html
+
+
+def test_pages_show_entities_counts_and_messages(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    home = client.get("/$console/")
+    assert home.status == 200 and 'id="ns-status" class="status-up">up' in home.html
+    assert "events/subscriptions/all" in home.html and "→ audit" in home.html  # the forwarding arrow
+    assert "SharedAccessKeyName=RootManageSharedAccessKey" in home.html  # a connection string to copy
+    before = _row(client, "orders")[0]
+    _send(broker, "orders", ServiceBusMessage('{"order": 7}', message_id="m-7", subject="new",
+                                              application_properties={"region": "west"}))
+    assert _row(client, "orders")[0] == before + 1
+    page = client.get("/$console/entity/orders")
+    message = re.search(r'<article class="message".*?</article>', page.html, re.S).group(0)
+    assert "m-7" in message and "new" in message and "region" in message and "&#x27;west&#x27;" in message
+    assert "body as text" in message and "body as json" in message and "body as hex" in message
+    assert "7b 22 6f 72 64 65 72" in message  # '{"order' in hex
+
+
+def test_paging_through_peeked_messages(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    _send(broker, "audit", *[ServiceBusMessage(f"page-{i}") for i in range(25)])
+    first = client.get("/$console/entity/audit")
+    assert first.html.count('<article class="message"') == 20
+    next_link = re.search(r'id="next-page" href="([^"]+)"', first.html).group(1)
+    second = client.get(next_link.replace("&amp;", "&"))
+    assert second.html.count('<article class="message"') == 5 and "page-24" in second.html
+    assert "page-0" not in second.html
+
+
+def test_dead_letters_resubmit_and_purge(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    _send(broker, "orders", ServiceBusMessage("broken", message_id="dl-1"))
+    with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
+            sb.get_queue_receiver("orders", max_wait_time=5) as receiver:
+        for message in receiver.receive_messages(max_message_count=10, max_wait_time=5):
+            receiver.dead_letter_message(message, reason="BadOrder", error_description="no customer")
+    dlq = client.get("/$console/entity/orders?queue=dlq")
+    assert "BadOrder" in dlq.html and "no customer" in dlq.html and "dl-1" in dlq.html
+    dead = _row(client, "orders")[1]
+    assert dead >= 1
+    resubmitted = client.post("/$console/entity/orders/actions?queue=dlq", {"action": "resubmit"}, dlq.csrf)
+    assert resubmitted.status == 200 and f"Resubmitted {dead} message(s)" in resubmitted.html
+    assert _row(client, "orders")[1] == 0
+    with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
+            sb.get_queue_receiver("orders", max_wait_time=5) as receiver:
+        back = {str(m.message_id): m for m in receiver.peek_messages(max_message_count=50)}
+    assert "dl-1" in back and "DeadLetterReason" not in (back["dl-1"].application_properties or {})
+    purged = client.post("/$console/entity/orders/actions?queue=main", {"action": "purge"}, dlq.csrf)
+    assert purged.status == 200 and "Purged" in purged.html
+    assert _row(client, "orders")[0] == 0
+
+
+def test_send_a_test_message_from_the_console(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    page = client.get("/$console/entity/audit")
+    sent = client.post("/$console/entity/audit/actions?queue=main",
+                       {"action": "send", "body": "hello from the console", "message_id": "console-1",
+                        "properties": '{"source": "console"}'}, page.csrf)
+    assert sent.status == 200 and "Sent a message to audit" in sent.html
+    with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
+            sb.get_queue_receiver("audit", max_wait_time=5) as receiver:
+        found = [m for m in receiver.peek_messages(max_message_count=100) if m.message_id == "console-1"]
+    assert [str(m) for m in found] == ["hello from the console"]
+    assert found[0].application_properties == {b"source": b"console"}  # the SDK reads strings as bytes
+    scheduled = _row(client, "audit")[3]
+    later = client.post("/$console/entity/audit/actions?queue=main",
+                        {"action": "send", "body": "later", "schedule_seconds": "3600"}, page.csrf)
+    assert later.status == 200 and _row(client, "audit")[3] == scheduled + 1
+    bad = client.post("/$console/entity/audit/actions?queue=main",
+                      {"action": "send", "body": "x", "properties": "[1, 2]"}, page.csrf)
+    assert bad.status == 400 and "JSON object" in bad.html
+
+
+def test_a_listen_only_key_peeks_but_cannot_change_anything(broker: dict[str, Any]) -> None:
+    _send(broker, "orders", ServiceBusMessage("keep me", message_id="keep-1"))
+    reader = ConsoleClient(_base(broker))
+    home = reader.sign_in("reader", LISTENER_KEY)
+    assert home.status == 200 and "signed in as <b>reader</b>" in home.html
+    assert "Fault injection" not in home.html and LISTENER_KEY in home.html  # its own connection string
+    assert "U0FTX0tFWV9WQUxVRQ==" not in home.html
+    page = reader.get("/$console/entity/orders")
+    assert "keep-1" in page.html and 'id="purge"' not in page.html and 'id="send"' not in page.html
+    before = _row(reader, "orders")
+    for queue, form in (("main", {"action": "purge"}), ("dlq", {"action": "resubmit"}),
+                        ("main", {"action": "send", "body": "no"})):
+        refused = reader.post(f"/$console/entity/orders/actions?queue={queue}", form, page.csrf)
+        assert refused.status == 401 and "claim(s) are required" in refused.html, form
+    down = reader.post("/$console/faults", {"namespace_down": "drop"}, page.csrf)
+    assert down.status == 401
+    assert _row(reader, "orders") == before
+    assert _manager(broker).get("/$console/").html.count('class="status-up"') == 1
+
+
+def test_a_form_without_the_session_token_is_refused(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    assert client.post("/$console/faults", {"namespace_down": "drop"}, None).status == 403
+    assert client.post("/$console/faults", {"namespace_down": "drop"}, "other").status == 403
+    assert 'class="status-up"' in client.get("/$console/").html
+
+
+def test_taking_the_namespace_down_and_back_up(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    page = client.get("/$console/")
+    down = client.post("/$console/faults", {"namespace_down": "drop"}, page.csrf)
+    assert down.status == 200 and 'class="status-down">down (drop)' in down.html
+    try:
+        with pytest.raises(ServiceBusConnectionError), \
+                ServiceBusClient.from_connection_string(broker["connection_string"], retry_total=0) as sb, \
+                sb.get_queue_sender("orders") as sender:
+            sender.send_messages(ServiceBusMessage("during the outage"))
+        assert "orders" in client.get("/$console/fragments/entities").html  # the console keeps working
+    finally:
+        up = client.post("/$console/faults", {"namespace_down": "up"}, page.csrf)
+    assert up.status == 200 and 'class="status-up">up' in up.html
+    _send(broker, "orders", ServiceBusMessage("after the outage"))
+    latency = client.post("/$console/faults", {"latency_ms": "abc"}, page.csrf)
+    assert latency.status == 400
+
+
+def test_static_assets_are_served_from_the_package(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    script = client.get("/$console/static/console.js")
+    assert script.status == 200 and "data-refresh" in script.html
+    assert client.get("/$console/static/nope.js").status == 404
+
+
+def test_unknown_entities_are_404(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    missing = client.get("/$console/entity/nope")
+    assert missing.status == 404 and "No queue or subscription &#x27;nope&#x27;" in missing.html
+
