@@ -1,5 +1,6 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-# Both create .venv, install the pinned dependencies, check Java (Spark needs 17+) and Node.js 18+, and install
+# Both create .venv, install the pinned dependencies, check Java (Spark needs 17+), Node.js 18+ and chromium with
+# chromedriver (the console's browser test), and install
 # the JavaScript SDK the compatibility tests drive (tests/compat/js, from its lockfile).
 PYTHON ?= python3
 VENV := .venv
@@ -10,9 +11,9 @@ JS_STAMP := $(JS)/node_modules/.installed-stamp
 # CI runs the slow suites too; a developer's default run skips them (`make test-all` runs everything).
 PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 
-.PHONY: setup demo test test-all lint bench clean java node
+.PHONY: setup demo test test-all lint bench clean java node chromium
 
-setup: $(STAMP) java $(JS_STAMP)
+setup: $(STAMP) java chromium $(JS_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,9 @@ java:
 
 node:
 	@bash scripts/ensure-node.sh
+
+chromium:
+	@bash scripts/ensure-chromium.sh
 
 $(JS_STAMP): $(JS)/package-lock.json | node
 	npm ci --prefix $(JS) --no-audit --no-fund --loglevel=error
