@@ -205,15 +205,18 @@ class BrokerServer:
         for spec in self.specs:
             self._host(spec, endpoints[spec.name], certificate)
         self.thread.start()
+        browser_host = _browser_host(self.host)
         for (name, hosted), admin in zip(self.namespaces.items(), self._admins, strict=True):
             with _naming_taken_port(endpoints[name].admin_port, f"the admin port of namespace {name}",
                                     endpoints[name].admin_option):
                 admin.start()
             hosted.admin_port = admin.port
             admin.console.amqp_address = (_client_host(self.host), hosted.amqp_port)
-            console_base = f"http://{_browser_host(self.host)}:{admin.port}"
-            hosted.console_url = admin.console.login_url(console_base) or ""
+            hosted.console_url = admin.console.login_url(f"http://{browser_host}:{admin.port}") or ""
             log_event(log, logging.INFO, "namespace-ready", **hosted.describe())
+        addresses = {name: f"http://{browser_host}:{h.admin_port}" for name, h in self.namespaces.items()}
+        for admin in self._admins:
+            admin.console.namespaces = addresses
         if durable is not None:
             write_state(durable, {name: (h.amqp_port, h.admin_port, endpoints[name].policies)
                                   for name, h in self.namespaces.items()})

@@ -7,6 +7,7 @@ control API like the wire endpoints do, and checks the rights of the session's p
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from local_broker.control import ControlApi
 from local_broker.engine import BrokerError, Message, UnauthorizedError
 from local_broker.faults import NamespaceFaults
 
+log = logging.getLogger("local_broker.console")
 HTML = "text/html; charset=utf-8"
 STATIC = {"console.js": "text/javascript; charset=utf-8", "console.css": "text/css; charset=utf-8"}
 PAGE_SIZE = 20
@@ -61,6 +63,7 @@ class Console:
         self.health = health
         self.clock = clock
         self.amqp_address: tuple[str, int] | None = None  # set by the server once the listener is bound
+        self.namespaces: dict[str, str] = {}  # every namespace of the broker -> its console's address
         login_policy = next((p for p in auth.policies.values() if MANAGE in p.rights),
                             next(iter(auth.policies.values())))
         self.sessions = Sessions(auth, login_policy)
@@ -101,6 +104,10 @@ class Console:
             return self._error(exc.status, str(exc), session)
         except BrokerError as exc:
             return self._error(exc.http_status, exc.description, session)
+        except Exception:
+            log.exception("console request %s /%s failed", method, "/".join(segments))
+            return self._error(500, "The broker failed to process the request (its log has the details).",
+                               session)
 
     # --- sign in / out -------------------------------------------------------------------------------
 
@@ -146,6 +153,7 @@ class Console:
         content = pages.namespace_page(self.namespace_name, self.health(), self._fault_state(),
                                        self._connection_strings(session), rows,
                                        MANAGE in session.policy.rights, session.csrf)
+        content += pages.other_namespaces(self.namespace_name, self.namespaces)
         return self._html(200, pages.layout(self.namespace_name, "Namespace", content, note,
                                             session.policy.name, session.csrf))
 

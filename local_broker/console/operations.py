@@ -108,9 +108,10 @@ def _peeked(m: Message) -> PeekedMessage:
         "LockedUntilUtc": _utc(m.locked_until),
         "DeadLetterSource": m.dead_letter_source, "PartitionId": m.partition_id, "Size": m.size,
     }
-    data, value = _body(m.body)
+    data, values = codec.decode_body(m.body)
+    shown = "\n".join(map(repr, values)) if values else None
     return PeekedMessage(m.sequence_number, {k: v for k, v in system.items() if v is not None},
-                         dict(m.application_properties), data, value)
+                         dict(m.application_properties), data, shown)
 
 
 def _utc(epoch_seconds: float | None) -> str | None:
@@ -121,19 +122,6 @@ def _utc(epoch_seconds: float | None) -> str | None:
         return datetime.fromtimestamp(epoch_seconds, UTC).isoformat()
     except (ValueError, OverflowError):
         return "never"
-
-
-def _body(raw: bytes) -> tuple[bytes | None, str | None]:
-    data, values = [], []
-    for code, start, end in codec.split_sections(raw):
-        section = raw[start:end]
-        if code == codec.DATA:
-            data.append(codec._data_payload(raw, start, end))
-        elif code in (codec.AMQP_VALUE, codec.AMQP_SEQUENCE):
-            values.append(repr(codec._decode_value(section)))
-    if values:
-        return None, "\n".join(values)
-    return b"".join(data), None
 
 
 def data_body(payload: bytes) -> bytes:

@@ -71,6 +71,13 @@ def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], co
     return "".join(parts)
 
 
+def other_namespaces(current: str, namespaces: dict[str, str]) -> str:
+    """Links to the consoles of the broker's other namespaces (each on its own port, with its own keys)."""
+    others = "".join(f'<li><a href="{escape(address)}{PREFIX}/">{escape(name)}</a></li>'
+                     for name, address in sorted(namespaces.items()) if name != current)
+    return f'<section><h2>Other namespaces</h2><ul id="namespaces">{others}</ul></section>' if others else ""
+
+
 def _partitions_down(faults: dict[str, Any]) -> str:
     down = faults.get("partitions_down") or []
     if not down:

@@ -14,6 +14,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusConnectionError
 
+from local_broker.server import BrokerServer
 from tests.broker_process import brokers
 from tests.console_client import ConsoleClient
 
@@ -219,3 +220,14 @@ def test_unknown_entities_are_404(broker: dict[str, Any]) -> None:
     missing = client.get("/$console/entity/nope")
     assert missing.status == 404 and "No queue or subscription &#x27;nope&#x27;" in missing.html
 
+
+
+def test_each_namespace_links_to_the_others_consoles() -> None:
+    topology = {"namespaces": {"primary": {"queues": {"q": {}}}, "secondary": {"queues": {"q": {}}}}}
+    with BrokerServer(topology) as server:
+        primary, secondary = server.namespaces["primary"], server.namespaces["secondary"]
+        home = ConsoleClient(f"http://127.0.0.1:{primary.admin_port}").get(primary.console_url)
+        assert f'href="http://127.0.0.1:{secondary.admin_port}/$console/">secondary<' in home.html
+        other = ConsoleClient(f"http://127.0.0.1:{secondary.admin_port}")
+        assert other.get(f"http://127.0.0.1:{secondary.admin_port}/$console/").url.endswith("/login")
+        assert other.sign_in(primary.policy.name, primary.policy.key).status == 401  # its own keys

@@ -184,6 +184,18 @@ def _data_payload(buf: bytes, start: int, end: int) -> bytes:
     return buf[pos + header: pos + header + size]
 
 
+def decode_body(body: bytes) -> tuple[bytes | None, list[Any]]:
+    """What a stored body holds, for people to read: (the data sections' bytes joined, []) or, for an
+    amqp-value or amqp-sequence body, (None, their decoded values)."""
+    data, values = [], []
+    for code, start, end in split_sections(body):
+        if code == DATA:
+            data.append(_data_payload(body, start, end))
+        elif code in (AMQP_VALUE, AMQP_SEQUENCE):
+            values.append(_decode_value(body[start:end]))
+    return (None, values) if values else (b"".join(data), [])
+
+
 def _is_complete_message(payload: bytes) -> bool:
     if len(payload) < 4 or payload[0] != 0x00 or payload[1] != 0x53 or not HEADER <= payload[2] <= FOOTER:
         return False
