@@ -166,7 +166,7 @@ class Console:
             raise _Refused(400, f"'start' must be a sequence number, not '{start}'.")
         row = self._row(path)
         messages: list[operations.PeekedMessage] = []
-        if LISTEN in session.policy.rights:
+        if LISTEN in session.policy.rights and row.receivable:
             suffix = pages.SUB_QUEUES[sub_queue][0]
             messages = self.run_on_engine(
                 lambda ns: operations.peek(ns, row.path + suffix, int(start), PAGE_SIZE))
@@ -177,9 +177,10 @@ class Console:
 
     def _row(self, path: str) -> operations.EntityRow:
         rows = self.run_on_engine(operations.entities)
-        row = next((r for r in rows if r.path.lower() == path.lower() and r.receivable), None)
+        row = next((r for r in rows if r.path.lower() == path.lower()), None)
         if row is None:
-            raise _Refused(404, f"No queue or subscription '{path}' in namespace '{self.namespace_name}'.")
+            raise _Refused(404, f"No queue, topic or subscription '{path}' in namespace "
+                                f"'{self.namespace_name}'.")
         return row
 
     def _fault_state(self) -> dict[str, Any]:

@@ -113,8 +113,7 @@ def entity_rows(rows: list[EntityRow]) -> str:
         if r.requires_session:
             details.append("sessions")
         details += r.rules
-        name = (f'<a href="{url("entity", r.path)}">{escape(r.path)}</a>' if r.receivable
-                else escape(r.path))
+        name = f'<a href="{url("entity", r.path)}">{escape(r.path)}</a>'
         cells = [r.active, r.dead_letter, r.transfer_dead_letter, r.scheduled, r.deferred, r.size]
         counts = "".join(f"<td class='n'>{c}</td>" for c in cells)
         out.append(f'<tr data-entity="{escape(r.path)}"{indent}><td>{name}{arrows}</td>'
@@ -136,8 +135,15 @@ def entity_page(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], f
     counts = (f'<p id="counts">active {row.active} · dead-letter {row.dead_letter} · transfer DLQ '
               f'{row.transfer_dead_letter} · scheduled {row.scheduled} · deferred {row.deferred} · '
               f'{row.size} bytes</p>')
-    parts = [f'<nav class="tabs">{tabs}</nav>', counts]
     action = url("entity", row.path, "actions", queue=sub_queue)
+    if not row.receivable:  # a topic holds its messages in its subscriptions
+        parts = [counts, "<p>A topic keeps its messages in its subscriptions; peek them there.</p>"]
+        if "Send" in rights:
+            parts.append(_send_form(row, action, csrf))
+        if "Manage" in rights and row.partitions > 1:
+            parts.append(_partition_switches(row, csrf))
+        return "".join(parts)
+    parts = [f'<nav class="tabs">{tabs}</nav>', counts]
     if sub_queue != "main" and "Listen" in rights and "Send" in rights:
         parts.append(f'<form method="post" action="{action}" class="inline">{_csrf(csrf)}'
                      '<button name="action" value="resubmit" id="resubmit-all">Resubmit all</button></form>')

@@ -23,7 +23,7 @@ TOPOLOGY = {"namespaces": {"primary": {
     "policies": {"RootManageSharedAccessKey": {"key": "U0FTX0tFWV9WQUxVRQ==", "rights": ["Manage", "Send",
                                                                                          "Listen"]},
                  "reader": {"key": LISTENER_KEY, "rights": ["Listen"]}},
-    "queues": {"orders": {}, "audit": {}},
+    "queues": {"orders": {}, "audit": {}, "sharded": {"enable_partitioning": True}},
     "topics": {"events": {"subscriptions": {"all": {"forward_to": "audit"}}}},
 }}}
 
@@ -218,7 +218,7 @@ def test_static_assets_are_served_from_the_package(broker: dict[str, Any]) -> No
 def test_unknown_entities_are_404(broker: dict[str, Any]) -> None:
     client = _manager(broker)
     missing = client.get("/$console/entity/nope")
-    assert missing.status == 404 and "No queue or subscription &#x27;nope&#x27;" in missing.html
+    assert missing.status == 404 and "No queue, topic or subscription &#x27;nope&#x27;" in missing.html
 
 
 
@@ -231,3 +231,32 @@ def test_each_namespace_links_to_the_others_consoles() -> None:
         other = ConsoleClient(f"http://127.0.0.1:{secondary.admin_port}")
         assert other.get(f"http://127.0.0.1:{secondary.admin_port}/$console/").url.endswith("/login")
         assert other.sign_in(primary.policy.name, primary.policy.key).status == 401  # its own keys
+
+
+def test_partitions_and_latency_switches(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    page = client.get("/$console/entity/sharded")
+    assert "partitions" in client.get("/$console/").html and 'value="3:down"' in page.html
+    down = client.post("/$console/entity/sharded/partitions", {"partition": "3:down"}, page.csrf)
+    assert down.status == 200 and "Partition 3 down." in down.html
+    assert "sharded partition 3" in client.get("/$console/").html
+    up = client.post("/$console/entity/sharded/partitions", {"partition": "3:up"}, page.csrf)
+    assert up.status == 200 and "sharded partition 3" not in client.get("/$console/").html
+    wrong = client.post("/$console/entity/sharded/partitions", {"partition": "99:down"}, page.csrf)
+    assert wrong.status == 400
+    slow = client.post("/$console/faults", {"latency_ms": "150"}, page.csrf)
+    assert slow.status == 200 and "latency 150 ms" in slow.html
+    assert client.post("/$console/faults", {"latency_ms": "0"}, page.csrf).status == 200
+
+
+def test_send_to_a_topic_reaches_its_subscription_and_its_forward(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    page = client.get("/$console/entity/events")
+    assert page.status == 200 and "peek them there" in page.html and 'id="tab-dlq"' not in page.html
+    audit = _row(client, "audit")[0]
+    sent = client.post("/$console/entity/events/actions?queue=main", {"action": "send", "body": "fan out"},
+                       page.csrf)
+    assert sent.status == 200 and "Sent a message to events" in sent.html
+    assert _row(client, "audit")[0] == audit + 1  # events -> subscription all -> forwarded to audit
+    refused = client.post("/$console/entity/events/actions?queue=main", {"action": "purge"}, page.csrf)
+    assert refused.status == 400 and "Cannot receive from topic" in refused.html
