@@ -4,11 +4,27 @@ token, and the answer's status even when it is an error page."""
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
+
+from tests.broker_process import brokers
+
+
+@contextmanager
+def served_namespace(topology: Mapping[str, Any], directory: Path) -> Iterator[dict[str, Any]]:
+    """`sbfed broker serve` of a one-namespace topology in its own process; yields what its ready file says
+    of the namespace (ports, connection strings, `console_url`)."""
+    with brokers(topology, directory):
+        [entry] = json.loads((directory / "broker-ready.json").read_text())
+        yield entry
 
 
 @dataclass

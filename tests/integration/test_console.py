@@ -5,7 +5,6 @@ namespace down)."""
 from __future__ import annotations
 
 import http.cookiejar
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -15,8 +14,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusConnectionError
 
 from local_broker.server import BrokerServer
-from tests.broker_process import brokers
-from tests.console_client import ConsoleClient
+from tests.console_client import ConsoleClient, served_namespace
 
 LISTENER_KEY = "bGlzdGVuLW9ubHkta2V5"
 TOPOLOGY = {"namespaces": {"primary": {
@@ -30,9 +28,7 @@ TOPOLOGY = {"namespaces": {"primary": {
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    directory = tmp_path_factory.mktemp("console")
-    with brokers(TOPOLOGY, directory):
-        [entry] = json.loads((directory / "broker-ready.json").read_text())
+    with served_namespace(TOPOLOGY, tmp_path_factory.mktemp("console")) as entry:
         yield entry
 
 

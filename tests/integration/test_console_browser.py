@@ -21,7 +21,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.broker_process import ROOT, brokers
+from tests.broker_process import ROOT
+from tests.console_client import served_namespace
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +44,7 @@ def _ensure_chromium() -> None:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    directory = tmp_path_factory.mktemp("console-browser")
-    with brokers(TOPOLOGY, directory):
-        [entry] = json.loads((directory / "broker-ready.json").read_text())
+    with served_namespace(TOPOLOGY, tmp_path_factory.mktemp("console-browser")) as entry:
         yield entry
 
 
