@@ -39,7 +39,7 @@ def list_files(spark: SparkSession, log: LogInput, start: datetime | None,
                end: datetime | None) -> tuple[str, list[str]]:
     """The format and the data files under the path whose `date=`/`hour=` directories may hold records in
     [start, end] (hour granularity: the first and last hours are read whole and trimmed by the row filter)."""
-    listing = _local_listing if _is_local(log.path) else _hadoop_listing(spark)
+    listing = _local_listing if _is_local(spark, log.path) else _hadoop_listing(spark)
     low = None if start is None else start.strftime("%Y-%m-%dT%H")
     high = None if end is None else end.strftime("%Y-%m-%dT%H")
     found: list[tuple[str, str]] = []
@@ -76,11 +76,14 @@ def list_files(spark: SparkSession, log: LogInput, start: datetime | None,
     return (formats.pop() if formats else "json"), sorted(p for _, p in found)
 
 
-Listing = Callable[[str], "list[tuple[str, bool, str]] | None"]
-
-
-def _is_local(path: str) -> bool:
-    return "://" not in path and not path.startswith("file:") and ":" not in path.split("/", 1)[0]
+def _is_local(spark: SparkSession, path: str) -> bool:
+    """A path without a scheme when the default file system is the local disk (listed with os.scandir, much
+    faster than through py4j); on a YARN or HDFS cluster such a path is on HDFS, and any path with a scheme
+    (`file:` included) is listed through Hadoop."""
+    if ":" in path.split("/", 1)[0]:
+        return False
+    default = spark.sparkContext._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+    return default.startswith("file:")
 
 
 def _local_listing(folder: str) -> list[tuple[str, bool, str]] | None:
@@ -94,7 +97,7 @@ def _local_listing(folder: str) -> list[tuple[str, bool, str]] | None:
         return None
 
 
-def _hadoop_listing(spark: SparkSession) -> Listing:
+def _hadoop_listing(spark: SparkSession) -> Callable[[str], list[tuple[str, bool, str]] | None]:
     """The same through Hadoop's FileSystem, for `abfss://`, `s3a://`, `hdfs://`, `dbfs:/` and the like."""
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()

@@ -96,3 +96,21 @@ def test_unicode_entity_reaches_every_output(results):
     assert "zahlungen-ü" in {d.entity for d in details}
     assert "zahlungen-ü" in {e["entity"] for c in summary["comparisons"] for e in c["entities"]}
     assert not any("Ã" in (d.entity or "") for d in details)
+
+
+def test_listing_through_hadoop_prunes_like_the_local_listing(spark, tmp_path):
+    """A path with a scheme (`file:` here, `abfss://` on Azure) is listed through Hadoop's FileSystem: same
+    files, same pruning of the date=/hour= directories outside the range."""
+    from datetime import UTC, datetime
+
+    from spark_reconcile.config import LogInput
+    from spark_reconcile.reading import list_files
+
+    case = hostile.lookahead_partitions()
+    roots = hostile.write(tmp_path, case.records, case.directory)
+    start, end = datetime(2026, 11, 22, 9, 30, tzinfo=UTC), datetime(2026, 11, 22, 11, 30, tzinfo=UTC)
+    local = list_files(spark, LogInput(hostile.S, str(roots[hostile.S])), start, end)
+    hadoop = list_files(spark, LogInput(hostile.S, roots[hostile.S].as_uri()), start, end)
+    assert local[0] == hadoop[0] == "json"
+    assert [p.removeprefix("file:") for p in hadoop[1]] == local[1]
+    assert len(local[1]) == 2  # hours 10 and 11; 08 and 13 are outside [09:30, 11:30)
