@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from azure.core.exceptions import AzureError
 
+from patterns.drills.broker import BrokerProcess
 from patterns.drills.metrics import format_summary
 from patterns.drills.run import DrillResult, DrillSettings, run_drill
 from topology.durations import parse_duration
@@ -139,6 +141,27 @@ def table(drills: list[DrillResult], reconciliations: list[Reconciliation]) -> s
     return "\n".join(lines)
 
 
+def kept_broker(settings: DrillSettings, work_dir: Path, stack: contextlib.ExitStack) -> DrillSettings:
+    """The last drill runs on a broker the demo starts itself, so it outlives the drill: a person can look
+    at what the drill left in the web console before the demo stops it."""
+    (work_dir / "logs").mkdir(parents=True, exist_ok=True)
+    broker = BrokerProcess(settings.namespaces, work_dir)
+    stack.callback(broker.stop)
+    broker.start()
+    return dataclasses.replace(settings, broker_file=broker.ready_path)
+
+
+def show_console(ready_file: Path, wait: bool) -> None:
+    """Print the console's one-time login links; wait for Enter when a person is at a terminal."""
+    namespaces = json.loads(ready_file.read_text(encoding="utf-8"))
+    print("\nthe last drill's broker in the web console (one-time login links; docs/console.md):")
+    for namespace in namespaces:
+        print(f"  {namespace['namespace']}: {namespace['console_url']}")
+    if wait and sys.stdin.isatty():
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            input("press Enter to stop the broker and finish ")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sbfed demo", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("demo-output"), help="output root (default %(default)s)")
@@ -147,11 +170,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds the primary is down (default %(default)s)")
     p.add_argument("--patterns", default=",".join(PATTERNS), help="comma-separated subset to run")
     p.add_argument("--no-reconcile", action="store_true", help="drills only (no Spark)")
+    p.add_argument("--no-wait", action="store_true",
+                   help="stop the last drill's broker at the end instead of waiting for Enter")
     return p
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    with contextlib.ExitStack() as stack:  # the last drill's broker, kept up until the end
+        return _run(args, stack)
+
+
+def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     patterns = [p.strip() for p in args.patterns.split(",") if p.strip()]
     unknown = set(patterns) - set(PATTERNS)
     if unknown:
@@ -168,6 +198,8 @@ def main(argv: list[str]) -> int:
               flush=True)
         settings = DrillSettings(pattern=pattern, out=args.out / pattern, messages=args.messages,
                                  outage=args.outage)
+        if pattern == patterns[-1]:
+            settings = kept_broker(settings, args.out / "console-broker", stack)
         try:
             drills.append(run_drill(settings))
         except (AzureError, OSError, RuntimeError, ValueError) as error:
@@ -195,6 +227,7 @@ def main(argv: list[str]) -> int:
             if r.pattern == result.summary["pattern"]:
                 where = f"{r.report} (summary.json beside it)" if r.report else f"did not run, see {r.log}"
                 print(f"    reconcile {r.mode}: {where}")
+    show_console(args.out / "console-broker" / "broker-ready.json", wait=not args.no_wait)
     failed = [r.summary["pattern"] for r in drills if not r.summary["passed"]]
     failed += [f"{r.pattern} ({r.mode})" for r in reconciliations if not r.passed]
     if failed:

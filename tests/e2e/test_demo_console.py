@@ -1,0 +1,32 @@
+"""`sbfed demo` keeps the last drill's broker up and prints its console links: the broker it starts for
+that drill serves the console and the printed link signs in; it stops with the demo."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import urllib.error
+from pathlib import Path
+
+import pytest
+
+from patterns.drills.run import DrillSettings
+from sbfed.demo import kept_broker, show_console
+from tests.console_client import ConsoleClient
+
+
+def test_the_kept_broker_serves_the_printed_console_links(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    settings = DrillSettings(pattern="all-active", out=tmp_path / "all-active")
+    with contextlib.ExitStack() as stack:
+        kept = kept_broker(settings, tmp_path / "console-broker", stack)
+        assert kept.broker_file == tmp_path / "console-broker" / "broker-ready.json"
+        show_console(kept.broker_file, wait=True)  # no terminal under pytest: it does not wait
+        links = dict(re.findall(r"^  (\w+): (http://\S+)$", capsys.readouterr().out, re.M))
+        assert sorted(links) == sorted(settings.namespaces)
+        for link in links.values():
+            page = ConsoleClient(link.split("/$console")[0]).get(link)
+            assert page.status == 200 and "signed in as" in page.html
+    with pytest.raises(urllib.error.URLError):  # stopped with the demo
+        ConsoleClient(link.split("/$console")[0]).opener.open(link.split("/$console")[0] + "/health",
+                                                              timeout=5)
