@@ -75,28 +75,29 @@ class HostedNamespace:
     endpoint: NamespaceEndpoint
     console_url: str = ""  # the console's one-time login link (empty once used)
 
+    def _connection_string(self, host: str, port: str, suffix: str) -> str:
+        return (f"Endpoint=sb://{host}{port};SharedAccessKeyName={self.policy.name};"
+                f"SharedAccessKey={self.policy.key}{suffix}")
+
     @property
     def connection_string(self) -> str:
-        return (f"Endpoint=sb://{self.host}:{self.amqp_port};SharedAccessKeyName={self.policy.name};"
-                f"SharedAccessKey={self.policy.key};UseDevelopmentEmulator=true")
+        return self._connection_string(self.host, f":{self.amqp_port}", ";UseDevelopmentEmulator=true")
 
     @property
     def admin_connection_string(self) -> str:
-        return (f"Endpoint=sb://{self.host}:{self.admin_port};SharedAccessKeyName={self.policy.name};"
-                f"SharedAccessKey={self.policy.key}")
+        return self._connection_string(self.host, f":{self.admin_port}", "")
 
     @property
     def emulator_connection_string(self) -> str:
         """The official emulator's form (`Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;`), the
         port left out when it is the emulator's 5672."""
         port = "" if self.amqp_port == DEFAULT_AMQP_PORT else f":{self.amqp_port}"
-        return (f"Endpoint=sb://{_client_host(self.host)}{port};SharedAccessKeyName={self.policy.name};"
-                f"SharedAccessKey={self.policy.key};UseDevelopmentEmulator=true;")
+        return self._connection_string(_client_host(self.host), port, ";UseDevelopmentEmulator=true;")
 
     @property
     def emulator_admin_connection_string(self) -> str:
-        return (f"Endpoint=sb://{_client_host(self.host)}:{self.admin_port};SharedAccessKeyName="
-                f"{self.policy.name};SharedAccessKey={self.policy.key};UseDevelopmentEmulator=true;")
+        return self._connection_string(_client_host(self.host), f":{self.admin_port}",
+                                       ";UseDevelopmentEmulator=true;")
 
     def describe(self) -> dict[str, Any]:
         return {"namespace": self.name, "amqp_port": self.amqp_port, "admin_port": self.admin_port,

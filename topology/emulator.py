@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from topology.model import NamespaceSpec, QueueSpec, RuleSpec, SubscriptionSpec, TopicSpec, Topology
-from topology.problems import Problems, checked_properties, entity_name_problem, unknown_key
+from topology.problems import (
+    Problems,
+    check_entity_name,
+    checked_properties,
+    entity_name_problem,
+    unknown_key,
+)
 from topology.schema import CORRELATION_FIELDS, MAX_SEGMENT_NAME, NAME_RULE, PROPERTIES, RULE_NAME
 
 DEFAULT_NAMESPACE = "sbemulatorns"
@@ -81,7 +87,7 @@ def _namespace(name: str, body: dict[str, Any], problems: Problems) -> Namespace
         if queue is None:
             continue
         where = f"{name}/{queue}"
-        _entity_name(queue, where, problems)
+        check_entity_name(queue, where, "Name", problems)
         props = _properties("queue", queue_body.get("Properties"), where, problems)
         spec.queues.append(QueueSpec(queue, props))
     for index, raw in enumerate(_list(body.get("Topics"), name, "Topics", problems)):
@@ -89,18 +95,13 @@ def _namespace(name: str, body: dict[str, Any], problems: Problems) -> Namespace
         if topic is None:
             continue
         where = f"{name}/{topic}"
-        _entity_name(topic, where, problems)
+        check_entity_name(topic, where, "Name", problems)
         props = _properties("topic", topic_body.get("Properties"), where, problems)
         subscriptions = _list(topic_body.get("Subscriptions"), where, "Subscriptions", problems)
         read = [_subscription(raw_sub, where, i, problems) for i, raw_sub in enumerate(subscriptions)]
         spec.topics.append(TopicSpec(topic, props, [sub for sub in read if sub is not None]))
     return spec
 
-
-def _entity_name(name: str, where: str, problems: Problems) -> None:
-    problem = entity_name_problem(name)
-    if problem:
-        problems.add(where, "Name", problem)
 
 
 def _properties(kind: str, raw: Any, where: str, problems: Problems) -> dict[str, Any]:

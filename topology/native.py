@@ -14,7 +14,13 @@ from topology.model import (
     TopicSpec,
     Topology,
 )
-from topology.problems import Problems, checked_properties, entity_name_problem, unknown_key
+from topology.problems import (
+    Problems,
+    check_entity_name,
+    checked_properties,
+    entity_name_problem,
+    unknown_key,
+)
 from topology.schema import (
     CORRELATION_FIELDS,
     LOCAL,
@@ -70,11 +76,11 @@ def _namespace(name: str, raw: Any, problems: Problems) -> NamespaceSpec:
     spec = NamespaceSpec(name=name)
     for queue, props in _mapping(body.get("queues"), name, "queues", problems).items():
         where = f"{name}/{queue}"
-        _check_name(str(queue), where, problems)
+        check_entity_name(str(queue), where, "name", problems)
         spec.queues.append(QueueSpec(str(queue), _properties("queue", props, where, problems)))
     for topic, raw_topic in _mapping(body.get("topics"), name, "topics", problems).items():
         where = f"{name}/{topic}"
-        _check_name(str(topic), where, problems)
+        check_entity_name(str(topic), where, "name", problems)
         props = dict(_mapping(raw_topic, where, "", problems))
         subscriptions = _mapping(props.pop("subscriptions", None), where, "subscriptions", problems)
         spec.topics.append(TopicSpec(str(topic), _properties("topic", props, where, problems), [
@@ -85,11 +91,6 @@ def _namespace(name: str, raw: Any, problems: Problems) -> NamespaceSpec:
     spec.local = checked_properties(LOCAL, local, f"{name}/local", problems)
     return spec
 
-
-def _check_name(name: str, where: str, problems: Problems) -> None:
-    problem = entity_name_problem(name)
-    if problem:
-        problems.add(where, "name", problem)
 
 
 def _properties(kind: str, raw: Any, where: str, problems: Problems) -> dict[str, Any]:

@@ -94,6 +94,13 @@ def _duration_problem(spec: Property, value: Any) -> str | None:
     return f"{value} is out of range, allowed {allowed}"
 
 
+def check_entity_name(name: Any, where: str, label: str, problems: Problems) -> None:
+    """Report an invalid entity name under `label` (the file format's own spelling of the key)."""
+    problem = entity_name_problem(name)
+    if problem:
+        problems.add(where, label, problem)
+
+
 def entity_name_problem(name: Any) -> str | None:
     if not isinstance(name, str) or not name:
         return f"{name!r} is not an entity name, allowed {NAME_RULE}"
