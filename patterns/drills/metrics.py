@@ -176,13 +176,19 @@ def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, r
 def _check_all_active(
     summary: dict, details: dict, by_event: dict[str, list[Record]], handled: list[Record], scenario: Scenario
 ) -> list[str]:
-    """Every region gets every message once (audit taps and consumers), none bounces."""
+    """Every region gets every message enqueued once (audit taps) and processed once (consumers), none
+    bounces. An enqueue is a (MessageId, SequenceNumber): the audit taps are at-least-once, so a tap whose
+    complete the outage cut sees the message again when its lock expires, with the same sequence number;
+    a second enqueue (a copy duplicate detection let through) has a new one."""
     problems = []
     sent = {r["message_id"] for r in by_event["sent"]}
     for ns in scenario.drill.names:
-        seen = Counter(r["message_id"] for r in by_event["enqueued"] if r["namespace"] == ns)
+        records = [r for r in by_event["enqueued"] if r["namespace"] == ns]
+        enqueues = {(r["message_id"], r["sequence_number"]) for r in records}
+        seen = Counter(message_id for message_id, _ in enqueues)
         missing, extra = sent - set(seen), {m for m, n in seen.items() if n > 1}
         details[f"enqueued_in_{ns}"] = sum(seen.values())
+        details[f"audit_redeliveries_in_{ns}"] = len(records) - len(enqueues)
         if missing:
             problems.append(f"{len(missing)} message(s) never reached {ns}: {_ids(missing)}")
         if extra:
@@ -331,7 +337,10 @@ def format_summary(summary: dict) -> str:
     if "bounced" in d:
         reached = ", ".join(f"{k.removeprefix('enqueued_in_')} {v}" for k, v in d.items()
                             if k.startswith("enqueued_in_"))
-        lines.append(f"  messages enqueued per region: {reached}; bounced {d['bounced']}")
+        again = ", ".join(f"{k.removeprefix('audit_redeliveries_in_')} {v}" for k, v in d.items()
+                          if k.startswith("audit_redeliveries_in_"))
+        lines.append(f"  messages enqueued per region: {reached}; bounced {d['bounced']}; "
+                     f"seen again by the audit taps (redelivered): {again}")
     skipped = d.get("duplicates_skipped") or {}
     if any(skipped.values()):
         lines.append("  repeated deliveries skipped by MessageId: "
