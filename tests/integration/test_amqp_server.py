@@ -133,3 +133,22 @@ def test_namespace_down_refuses_and_drops_connections() -> None:
         _round_trip(hosted.connection_string, "q", "after")
     finally:
         server.stop()
+
+
+def test_namespace_down_drop_ends_the_receivers_of_a_client_that_has_not_read_the_close() -> None:
+    """A client busy elsewhere reads the broker's close late: until then its dropped receiver must get
+    nothing (the messages would stay locked to a link that can never take them), so what is sent once the
+    namespace is back goes to a receiver that is attached."""
+    server = BrokerServer(parse({"namespaces": {"drill": {"queues": {"q": {}}}}}))
+    server.start()
+    try:
+        hosted = server.namespaces["drill"]
+        with ServiceBusClient.from_connection_string(hosted.connection_string, retry_total=0) as busy:
+            stale = busy.get_queue_receiver("q", prefetch_count=10)
+            # attached with credit, then never read again
+            assert stale.receive_messages(max_message_count=1, max_wait_time=0.5) == []
+            hosted.faults.set({"namespace_down": "drop"})
+            hosted.faults.set({"namespace_down": None})
+            _round_trip(hosted.connection_string, "q", "after")
+    finally:
+        server.stop()

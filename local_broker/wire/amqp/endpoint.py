@@ -216,6 +216,9 @@ class NamespaceEndpoint(Handler):
                 connection.condition = compat.error("amqp:connection:forced", reason)
                 connection.sb.closing = True
                 connection.close()
+                # Its receivers end now, not when the client reads the close: until then they would still
+                # be fed (and lock messages no one can take).
+                self._forget_links(connection)
 
     def respond(self, action: Callable[[], None],
                 refuse: Callable[[BrokerError], None] | None = None) -> None:
@@ -290,10 +293,7 @@ class NamespaceEndpoint(Handler):
         self.connections.discard(connection)
         if connection.sb.counted:
             self.open_connections -= 1
-        link = connection.link_head(0)
-        while link:
-            self._forget_link(link)
-            link = link.next(0)
+        self._forget_links(connection)
         log_event(log, logging.INFO, "connection-close", namespace=self.name, peer=connection.sb.peer,
                   container=connection.sb.container_id)
 
@@ -410,6 +410,12 @@ class NamespaceEndpoint(Handler):
         self._forget_link(link)
         if link.state & Endpoint.LOCAL_ACTIVE:
             link.close()
+
+    def _forget_links(self, connection: Connection) -> None:
+        link = connection.link_head(0)
+        while link:
+            self._forget_link(link)
+            link = link.next(0)
 
     def _forget_link(self, link: Link) -> None:
         state: LinkState | None = getattr(link, "sb", None)
