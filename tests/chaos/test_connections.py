@@ -17,6 +17,7 @@ from proton import symbol
 
 from local_broker.wire.amqp.sasl import AMQP_HEADER, SASL_HEADER, SASL_INIT, _sasl_frame
 from tests.chaos.harness import BrokerProcess, open_sockets, raise_fd_limit, topology, wait_for
+from tests.round_trip import round_trip
 
 pytestmark = pytest.mark.slow
 
@@ -82,16 +83,6 @@ def test_2000_idle_connections_and_20_working_clients(tmp_path: Path) -> None:
                  f"the broker kept sockets of closed peers: {broker.fd_count()} fds, baseline {baseline}")
 
 
-def _alive(connection_string: str, text: str) -> None:
-    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
-        with client.get_queue_sender("alive") as sender:
-            sender.send_messages(ServiceBusMessage(text))
-        with client.get_queue_receiver("alive", max_wait_time=5) as receiver:
-            [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
-            assert str(message) == text
-            receiver.complete_message(message)
-
-
 def test_connection_quota_refuses_extra_connections_only(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path, TOPOLOGY, args=("--max-connections", "3")) as broker:
         clients = [ServiceBusClient.from_connection_string(broker.connection_string, retry_total=0)
@@ -109,12 +100,12 @@ def test_connection_quota_refuses_extra_connections_only(tmp_path: Path) -> None
         finally:
             for client in clients:
                 client.close()
-        _alive(broker.connection_string, "a closed connection frees its place")
+        round_trip(broker.connection_string, "alive", "a closed connection frees its place", wait=5)
 
 
 def test_half_open_garbage_and_silent_connections_are_closed(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path, TOPOLOGY, args=("--handshake-timeout", "2")) as broker:
-        _alive(broker.connection_string, "before")
+        round_trip(broker.connection_string, "alive", "before", wait=5)
         baseline = broker.fd_count()
         port = broker.amqp_port
         # Peers that send something broken and leave: the broker must notice the close in any state.
@@ -137,4 +128,4 @@ def test_half_open_garbage_and_silent_connections_are_closed(tmp_path: Path) -> 
             except TimeoutError:
                 pytest.fail("the broker left a silent connection open")
             sock.close()
-        _alive(broker.connection_string, "after")
+        round_trip(broker.connection_string, "alive", "after", wait=5)

@@ -16,6 +16,7 @@ from proton import ConnectionException, Message
 from proton.utils import BlockingConnection, LinkDetached
 
 from local_broker.server import BrokerServer
+from tests.round_trip import round_trip_on
 from topology import parse
 
 KEY = "cm9idXN0LWtleQ=="
@@ -43,15 +44,6 @@ def _url(broker) -> str:
     return f"amqp://127.0.0.1:{broker.namespaces['robust'].amqp_port}"
 
 
-def _still_serving(client, text: str) -> None:
-    with client.get_queue_sender("alive") as sender:
-        sender.send_messages(ServiceBusMessage(text))
-    with client.get_queue_receiver("alive", max_wait_time=5) as receiver:
-        [msg] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
-        assert str(msg) == text
-        receiver.complete_message(msg)
-
-
 def test_garbage_and_half_handshakes_do_not_hurt(broker, client) -> None:
     port = broker.namespaces["robust"].amqp_port
     sockets = []
@@ -64,7 +56,7 @@ def test_garbage_and_half_handshakes_do_not_hurt(broker, client) -> None:
         sockets.append(sock)
     quick = socket.create_connection(("127.0.0.1", port))
     quick.close()  # connect and leave at once
-    _still_serving(client, "after garbage")
+    round_trip_on(client, "alive", "after garbage", wait=5)
     for sock in sockets:
         sock.close()
 
@@ -148,7 +140,7 @@ def test_a_client_that_stops_reading_does_not_stall_others(broker, client) -> No
             sender.send_messages([ServiceBusMessage(b"x" * 1024) for _ in range(100)])
     proc = _client_process(broker, "flood", 5000, "stall")
     try:
-        _still_serving(client, "while another client stalls")
+        round_trip_on(client, "alive", "while another client stalls", wait=5)
     finally:
         proc.kill()
         proc.wait()

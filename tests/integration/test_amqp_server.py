@@ -18,6 +18,7 @@ from azure.servicebus.exceptions import ServiceBusConnectionError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.server import BrokerServer
+from tests.round_trip import round_trip
 from topology import parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,16 +61,6 @@ def _stop(proc: subprocess.Popen) -> str:
     return err
 
 
-def _round_trip(connection_string: str, queue: str, body: str) -> None:
-    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
-        with client.get_queue_sender(queue) as sender:
-            sender.send_messages(ServiceBusMessage(body))
-        with client.get_queue_receiver(queue, max_wait_time=5) as receiver:
-            got = receiver.receive_messages(max_message_count=1, max_wait_time=5)
-            assert [str(m) for m in got] == [body]
-            receiver.complete_message(got[0])
-
-
 def test_serve_hosts_namespaces_keeps_data_and_exits_cleanly(tmp_path: Path) -> None:
     topology = tmp_path / "topology.yaml"
     topology.write_text(TOPOLOGY)
@@ -79,7 +70,7 @@ def test_serve_hosts_namespaces_keeps_data_and_exits_cleanly(tmp_path: Path) -> 
     assert set(by_name) == {"primary", "secondary"}
     assert len({n["amqp_port"] for n in namespaces} | {n["admin_port"] for n in namespaces}) == 4
     primary = by_name["primary"]
-    _round_trip(primary["connection_string"], "orders", "first")
+    round_trip(primary["connection_string"], "orders", "first", wait=5)
     with ServiceBusClient.from_connection_string(primary["connection_string"]) as client, \
             client.get_queue_sender("orders") as sender:
         sender.send_messages(ServiceBusMessage("kept across restart"))
@@ -111,7 +102,7 @@ def test_serve_accepts_the_emulator_config_json(tmp_path: Path) -> None:
         [namespace] = namespaces
         assert namespace["namespace"] == "sbemulatorns"
         assert "SharedAccessKey=SAS_KEY_VALUE;" in namespace["connection_string"]
-        _round_trip(namespace["connection_string"], "queue.1", "from Config.json")
+        round_trip(namespace["connection_string"], "queue.1", "from Config.json", wait=5)
     finally:
         _stop(proc)
 
@@ -121,16 +112,16 @@ def test_namespace_down_refuses_and_drops_connections() -> None:
     server.start()
     try:
         hosted = server.namespaces["drill"]
-        _round_trip(hosted.connection_string, "q", "before")
+        round_trip(hosted.connection_string, "q", "before", wait=5)
         with ServiceBusClient.from_connection_string(hosted.connection_string, retry_total=0) as client, \
                 client.get_queue_sender("q") as sender:
             hosted.faults.set({"namespace_down": "drop"})
             with pytest.raises(ServiceBusConnectionError):
                 sender.send_messages(ServiceBusMessage("during"))
         with pytest.raises((ServiceBusConnectionError, ServiceRequestError)):
-            _round_trip(hosted.connection_string, "q", "refused")
+            round_trip(hosted.connection_string, "q", "refused", wait=5)
         hosted.faults.set({"namespace_down": None})
-        _round_trip(hosted.connection_string, "q", "after")
+        round_trip(hosted.connection_string, "q", "after", wait=5)
     finally:
         server.stop()
 
@@ -149,6 +140,6 @@ def test_namespace_down_drop_ends_the_receivers_of_a_client_that_has_not_read_th
             assert stale.receive_messages(max_message_count=1, max_wait_time=0.5) == []
             hosted.faults.set({"namespace_down": "drop"})
             hosted.faults.set({"namespace_down": None})
-            _round_trip(hosted.connection_string, "q", "after")
+            round_trip(hosted.connection_string, "q", "after", wait=5)
     finally:
         server.stop()

@@ -22,6 +22,7 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.auth import generate_sas_token
 from tests.broker_process import ServeProcess, emulator_ports_free
+from tests.round_trip import round_trip
 
 EMULATOR_CONNECTION_STRING = ("Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;"
                               "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;")
@@ -40,16 +41,6 @@ def _free_ports(count: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
-
-
-def _round_trip(connection_string: str, queue: str, body: str, receive_from: str | None = None) -> None:
-    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
-        with client.get_queue_sender(queue) as sender:
-            sender.send_messages(ServiceBusMessage(body))
-        with client.get_queue_receiver(receive_from or queue, max_wait_time=10) as receiver:
-            got = receiver.receive_messages(max_message_count=1, max_wait_time=10)
-            assert [str(m) for m in got] == [body]
-            receiver.complete_message(got[0])
 
 
 def _plain_http(port: int, path: str, token: str | None) -> tuple[int, bytes]:
@@ -74,7 +65,7 @@ def test_no_arguments_is_the_emulator_durable_in_the_default_directory(tmp_path:
         admin_client = ServiceBusAdministrationClient.from_connection_string(
             namespace["emulator_admin_connection_string"], connection_verify=namespace["cert_path"])
         admin_client.create_queue("orders")  # the admin client, emulator mode, HTTPS on the admin port
-        _round_trip(namespace["emulator_connection_string"], "orders", "before restart")
+        round_trip(namespace["emulator_connection_string"], "orders", "before restart")
         with ServiceBusClient.from_connection_string(namespace["emulator_connection_string"]) as client, \
                 client.get_queue_sender("orders") as sender:
             sender.send_messages(ServiceBusMessage("kept"))
@@ -118,7 +109,7 @@ def test_a_topology_pins_ports_and_keys_and_they_survive_a_restart(tmp_path: Pat
             assert (namespace["amqp_port"], namespace["admin_port"]) == (amqp, admin)
             assert "SharedAccessKeyName=app;SharedAccessKey=c2VjcmV0LWtleQ==;" in \
                 namespace["emulator_connection_string"]
-            _round_trip(namespace["emulator_connection_string"], "orders", "pinned")
+            round_trip(namespace["emulator_connection_string"], "orders", "pinned")
         finally:
             broker.stop()
 
@@ -131,7 +122,7 @@ def test_the_emulator_config_json_loads_with_forward_references(tmp_path: Path) 
     namespace = broker.wait_ready()
     try:
         assert "SharedAccessKey=SAS_KEY_VALUE;" in namespace["emulator_connection_string"]
-        _round_trip(namespace["emulator_connection_string"], "fwd-0", "forwarded", receive_from="fwd-1")
+        round_trip(namespace["emulator_connection_string"], "fwd-0", "forwarded", receive_from="fwd-1")
     finally:
         broker.stop()
 
@@ -181,6 +172,6 @@ def test_the_documented_connection_string_works_unchanged(tmp_path: Path) -> Non
         ServiceBusAdministrationClient.from_connection_string(
             EMULATOR_CONNECTION_STRING.replace("localhost;", "localhost:5300;"),
             connection_verify=namespace["cert_path"]).create_queue("queue.1")
-        _round_trip(EMULATOR_CONNECTION_STRING, "queue.1", "unchanged")
+        round_trip(EMULATOR_CONNECTION_STRING, "queue.1", "unchanged")
     finally:
         broker.stop()
