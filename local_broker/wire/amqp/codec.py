@@ -163,18 +163,16 @@ def _apply_section(out: Sections, code: int, section: bytes) -> None:
         out.application_properties = dict(value or {})
 
 
-def batch_messages(buf: bytes) -> list[bytes]:
+def batch_messages(buf: bytes) -> list[tuple[bytes, list[tuple[int, int, int]]]]:
     """The messages inside a batch envelope (a transfer with message-format 0x80013700): one per Data
-    section, each a complete encoded message. The envelope's other sections (header, properties,
-    application-properties: rhea and the JS SDK write them) describe the envelope, not the messages."""
+    section, each a complete encoded message, with its sections (split once, for this check and the
+    decode). The envelope's other sections (header, properties, application-properties: rhea and the JS
+    SDK write them) describe the envelope, not the messages."""
     buf = bytes(buf)
     inner = [_data_payload(buf, start, end) for code, start, end in split_sections(buf) if code == DATA]
-    for position, payload in enumerate(inner):
-        if not _is_complete_message(payload):
-            raise MessageDecodeError(f"batch message {position} is not a complete AMQP message")
     if not inner:
         raise MessageDecodeError("a batch (message-format 0x80013700) without Data sections")
-    return inner
+    return [(payload, _message_sections(payload, position)) for position, payload in enumerate(inner)]
 
 
 def _data_payload(buf: bytes, start: int, end: int) -> bytes:
@@ -196,14 +194,17 @@ def decode_body(body: bytes) -> tuple[bytes | None, list[Any]]:
     return (None, values) if values else (b"".join(data), [])
 
 
-def _is_complete_message(payload: bytes) -> bool:
+def _message_sections(payload: bytes, position: int) -> list[tuple[int, int, int]]:
+    incomplete = MessageDecodeError(f"batch message {position} is not a complete AMQP message")
     if len(payload) < 4 or payload[0] != 0x00 or payload[1] != 0x53 or not HEADER <= payload[2] <= FOOTER:
-        return False
+        raise incomplete
     try:
-        codes = [c for c, _, _ in split_sections(payload)]
+        sections = split_sections(payload)
     except MessageDecodeError:
-        return False
-    return any(c in BODY_SECTIONS for c in codes)
+        raise incomplete from None
+    if not any(code in BODY_SECTIONS for code, _, _ in sections):
+        raise incomplete
+    return sections
 
 
 def _uint(value: int) -> bytes:

@@ -81,7 +81,7 @@ def _epoch(value: Any) -> float | None:
 def decode_transfer(payload: bytes, message_format: int = 0) -> list[Message]:
     """The messages of one transfer: those of the envelope for the batch message-format, else one."""
     if message_format == BATCH_FORMAT:
-        return [decode_message(raw) for raw in codec.batch_messages(payload)]
+        return [decode_message(raw, sections) for raw, sections in codec.batch_messages(payload)]
     return [decode_message(bytes(payload))]
 
 
