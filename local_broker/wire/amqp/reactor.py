@@ -337,14 +337,11 @@ class EngineThread:
         return True
 
     def later(self, delay: float, action: Callable[[], None]) -> None:
-        """Run `action` on the reactor after `delay` seconds (an error in it closes nothing but is logged)."""
+        """Run `action` on the reactor after `delay` seconds (the loop logs an error in it)."""
 
         def run() -> None:
             Guarded.activity = True
-            try:
-                action()
-            except Exception:
-                log.exception("error in a timer")
+            action()
 
         self.loop.schedule(delay, run)
 
