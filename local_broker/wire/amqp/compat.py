@@ -144,7 +144,7 @@ def _list_fields(buf: memoryview, pos: int, wanted: int) -> list[Any]:
 
 
 class BrokerTransport(Transport):
-    """proton's server transport, plus the message-format of what the client transfers (`formats`)."""
+    """proton's server transport, plus the message-format of each client transfer (`transfer_formats`)."""
 
     def __init__(self) -> None:
         super().__init__(Transport.SERVER)

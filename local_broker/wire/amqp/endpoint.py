@@ -84,11 +84,11 @@ class UnroutedReply:
 class ConnectionState:
     peer: str
     sasl_claim: Claim | None
+    transfer_formats: compat.TransferFormats  # the connection's transport reads them from its frames
     claims: list[Claim] = field(default_factory=list)
     container_id: str = ""
     closing: bool = False  # the broker closed it: it takes no more transfers
     counted: bool = False  # holds one of the namespace's connection quota
-    transfer_formats: compat.TransferFormats = field(default_factory=compat.TransferFormats)
     unrouted: list[UnroutedReply] = field(default_factory=list)
 
     def authorizes(self, path: str, right: str) -> bool:
