@@ -187,7 +187,10 @@ def group(rows: DataFrame, settings: Settings) -> DataFrame:
 
 
 def merge(grouped: DataFrame, settings: Settings) -> DataFrame:
-    """One row per message key (the grouped rows of a key are in one partition already)."""
+    """One row per message key (the grouped rows of a key are in one partition already). Only replica mode
+    splits a key by source SequenceNumber; elsewhere `gseq` is NULL and the grouping is one row per key."""
+    if settings.mode != "replica":
+        return grouped.drop("gseq")
     aggs, firsts = _aggregates(settings)
     return grouped.groupBy(*key_columns(settings)).agg(*[a.merged(firsts.get(a.name, "")) for a, _ in aggs])
 
