@@ -29,7 +29,6 @@ from patterns.drills.processes import SbfedProcess
 READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 TOKEN_LIFETIME_SECONDS = 3600
-EPHEMERAL_PORTS = ("--amqp-port", "0", "--admin-port", "0")  # a drill never takes the emulator's ports
 
 
 class BrokerError(RuntimeError):
@@ -124,7 +123,8 @@ class ControlClient:
 
 def namespaces_only(names: Iterable[str]) -> dict[str, Any]:
     """The broker's topology: the namespaces and nothing else, so the pattern's entities are created the way
-    they are in Azure, by `topology apply` through the admin client."""
+    they are in Azure, by `topology apply` through the admin client; ephemeral ports (a drill never takes the
+    emulator's)."""
     return {"namespaces": {name: {"local": {"amqp_port": 0, "admin_port": 0}} for name in names}}
 
 
@@ -151,7 +151,7 @@ class BrokerProcess:
         store = ["--in-memory"] if in_memory else ["--data", str(work_dir / "broker-data")]
         self._process = SbfedProcess(
             "`sbfed broker serve`",
-            ["broker", "serve", "--topology", str(self.topology_path), *store, *EPHEMERAL_PORTS,
+            ["broker", "serve", "--topology", str(self.topology_path), *store,
              "--ready-file", str(self.ready_path), "--log-level", "INFO"],
             work_dir / "logs" / "broker.log")
 
