@@ -67,34 +67,17 @@ ARM_PROPERTIES: dict[str, ArmProperty] = {
     "support_ordering": ArmProperty("supportOrdering"),
 }
 
-# Which SDK properties each entity kind takes (the SDK's create_* keyword arguments, plus status).
-ENTITY_PROPERTIES: dict[str, frozenset[str]] = {
-    "queue": frozenset({
-        "auto_delete_on_idle", "dead_lettering_on_message_expiration", "default_message_time_to_live",
-        "duplicate_detection_history_time_window", "enable_batched_operations", "enable_express",
-        "enable_partitioning", "forward_dead_lettered_messages_to", "forward_to", "lock_duration",
-        "max_delivery_count", "max_message_size_in_kilobytes", "max_size_in_megabytes",
-        "requires_duplicate_detection", "requires_session", "status",
-    }),
-    "topic": frozenset({
-        "auto_delete_on_idle", "default_message_time_to_live", "duplicate_detection_history_time_window",
-        "enable_batched_operations", "enable_express", "enable_partitioning", "max_message_size_in_kilobytes",
-        "max_size_in_megabytes", "requires_duplicate_detection", "status", "support_ordering",
-    }),
-    "subscription": frozenset({
-        "auto_delete_on_idle", "dead_lettering_on_filter_evaluation_exceptions",
-        "dead_lettering_on_message_expiration", "default_message_time_to_live", "enable_batched_operations",
-        "forward_dead_lettered_messages_to", "forward_to", "lock_duration", "max_delivery_count",
-        "requires_session", "status",
-    }),
-}
-
 # SDK properties with no ARM counterpart in the API version the templates use.
 NOT_IN_ARM: dict[str, str] = {
     "user_metadata": "ARM Microsoft.ServiceBus@2024-01-01 has no userMetadata",
     "authorization_rules": "SAS rules are not deployed: the namespaces run with disableLocalAuth",
     "filtering_messages_before_publishing": "ARM has no such topic property",
     "size_in_bytes": "it is a runtime figure, not a setting",
+}
+
+# Which SDK properties each entity kind takes: the topology schema's, less those ARM has no counterpart for.
+ENTITY_PROPERTIES: dict[str, frozenset[str]] = {
+    kind: frozenset(table) - NOT_IN_ARM.keys() for kind, table in PROPERTIES.items()
 }
 
 # Correlation filter fields: SDK name -> ARM name.
