@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from topology.emulator import pascal
 from topology.model import NamespaceSpec, TopicSpec, Topology
 from topology.problems import Problems
 from topology.schema import FORWARDING
@@ -61,7 +62,7 @@ def _targets(properties: dict[str, object]) -> list[str]:
 def _spelling(topology: Topology):  # -> Callable[[str], str]
     if not topology.emulator:
         return lambda name: name
-    return lambda name: "".join(part.capitalize() for part in name.split("_"))
+    return pascal
 
 
 def _unique_names(ns: NamespaceSpec, problems: Problems, name: str) -> None:
