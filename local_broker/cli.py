@@ -30,6 +30,7 @@ from pathlib import Path
 
 from local_broker.endpoints import DEFAULT_ADMIN_PORT, DEFAULT_AMQP_PORT, PortChoice
 from topology import NamespaceSpec, Topology, TopologyError
+from topology.emulator import DEFAULT_NAMESPACE
 
 
 def default_data_dir() -> Path:
@@ -40,7 +41,7 @@ def default_data_dir() -> Path:
 
 def emulator_topology() -> Topology:
     """What the official emulator hosts with an empty Config.json: one namespace, no entities."""
-    return Topology(namespaces={"sbemulatorns": NamespaceSpec("sbemulatorns")}, source="(no topology)")
+    return Topology(namespaces={DEFAULT_NAMESPACE: NamespaceSpec(DEFAULT_NAMESPACE)}, source="(no topology)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 
 import topology
+from topology.emulator import DEFAULT_NAMESPACE
 
 MARKER = "sbfed_topology"
-DEFAULT_NAMESPACE = "sbemulatorns"
 READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 
