@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,8 +57,9 @@ def start_host(tmp_path, settings, log_name: str) -> subprocess.Popen:
 
 
 def completed(log_path) -> int:
-    lines = [line for line in log_path.read_text().splitlines() if "completed" in line]
-    return int(lines[-1].split("completed ")[1].split()[0]) if lines else 0
+    """The host's last reported completed count; a line the host is still writing is not read."""
+    counts = re.findall(r"completed (\d+)\s", log_path.read_text())
+    return int(counts[-1]) if counts else 0
 
 
 @pytest.mark.slow
