@@ -296,6 +296,7 @@ class SendTarget:
         self.scheduled: dict[int, Message] = {}
         self.accessed = 0.0
         self.size = 0  # bytes in all its sub-queues (a topic's include its subscriptions'), kept by SubQueue
+        self.enqueued = 0  # messages it took in since the namespace was opened (the console's throughput)
 
     @property
     def partitioned(self) -> bool:
@@ -329,6 +330,7 @@ class Queue(SendTarget):
         self.main = SubQueue(self, SubQueueKind.MAIN, self, props.requires_session)
         self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER, self)
         self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER, self)
+        self.completed = self.dead_lettered = 0  # since the namespace was opened, like `enqueued`
 
     @property
     def path(self) -> str:
@@ -369,6 +371,7 @@ class Subscription:
         self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER, topic)
         self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER, topic)
         self.accessed = 0.0
+        self.enqueued = self.completed = self.dead_lettered = 0  # since the namespace was opened
 
     @property
     def path(self) -> str:

@@ -248,6 +248,14 @@ class Namespace(Management, Transactions):
         """Partitions of a queue or topic (1 when not partitioned)."""
         return self._lookup(path).partition_count
 
+    def message_totals(self, path: str) -> tuple[int, int, int]:
+        """Messages a queue, topic or subscription enqueued, completed (or received and deleted) and
+        dead-lettered since the namespace was opened: the console's throughput. Kept in memory only."""
+        entity = self._lookup(path)
+        if isinstance(entity, SubQueue):
+            raise NotAllowedError(f"'{entity.path}' is a sub-queue; its entity has the totals.")
+        return entity.enqueued, getattr(entity, "completed", 0), getattr(entity, "dead_lettered", 0)
+
     def _sub_queue(self, path: str) -> SubQueue:
         target = self._lookup(path)
         if isinstance(target, Topic):
@@ -549,6 +557,7 @@ class Namespace(Management, Transactions):
 
     def _publish(self, topic: Topic, m: Message, now: float) -> None:
         """Fan a topic message out into its subscriptions (semantics 4.6, 4.7)."""
+        topic.enqueued += 1
         targets: list[tuple[Route, Any]] = []
         append = targets.append
         for route in topic.routes if topic.routes is not None else self._routes(topic):
@@ -596,6 +605,7 @@ class Namespace(Management, Transactions):
 
         `ttl` is the entity's default time to live in seconds (a subscription's capped by its topic's).
         """
+        entity.enqueued += 1
         props = entity.props
         if props.forward_to:
             self._transfer(entity, m, props.forward_to, now)
@@ -712,6 +722,7 @@ class Namespace(Management, Transactions):
         self, sq: SubQueue, m: Message, reason: str | None, description: str | None
     ) -> None:
         _set_dead_letter_properties(m, reason, description)
+        sq.entity.dead_lettered += 1
         m.state = ACTIVE
         m.expires_at = INF
         self._place(sq, m)
@@ -728,6 +739,7 @@ class Namespace(Management, Transactions):
         forward = entity.props.forward_dead_lettered_messages_to
         if forward:
             _set_dead_letter_properties(m, reason, description)
+            entity.dead_lettered += 1
             m.dead_letter_source = entity.path
             m.state = ACTIVE
             self._transfer(entity, m, forward, now)
@@ -844,6 +856,8 @@ class Namespace(Management, Transactions):
             out.append(m)
         if expiring:
             heapq.heappush(self._lock_heap, (locked_until, next(self._ticket), expiring))
+        if not peek_lock:
+            entity.completed += len(out)
         if self._available:
             self._flush_available()
         return out
@@ -898,6 +912,7 @@ class Namespace(Management, Transactions):
                 )
             found.append(m)
         if mode != ReceiveMode.PEEK_LOCK:
+            sq.entity.completed += len(found)
             for m in found:
                 self._remove(m)
             return found
@@ -941,7 +956,10 @@ class Namespace(Management, Transactions):
             self._journal.put(m)
 
     def complete(self, path: str, lock_tokens: Iterable[uuid.UUID], *, session_id: str | None = None) -> None:
-        for m in self._locked(path, lock_tokens, session_id):
+        messages = self._locked(path, lock_tokens, session_id)
+        if messages:
+            messages[0].entity.entity.completed += len(messages)  # all from the sub-queue of `path`
+        for m in messages:
             self._remove(m)
 
     def abandon(
