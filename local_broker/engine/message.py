@@ -103,15 +103,21 @@ _FRESH = {"uid": "0", "entity": "None", "persisted": "False"}  # a copy is not s
 
 class MessageContent:
     """The fields of `CONTENT_FIELDS`, shared by a message and its copies until one of them changes a
-    field (a rule action, a transfer, dead-lettering): that one then gets a content of its own."""
+    field (a rule action, a transfer, dead-lettering): that one then gets a content of its own.
 
-    __slots__ = (*CONTENT_FIELDS, "shared")
+    A store may keep it once for all copies: `payload` is then its stored row's id (0: not stored) and
+    `payload_properties` the property dict stored with it; a stored content is never changed either.
+    """
+
+    __slots__ = (*CONTENT_FIELDS, "payload", "payload_properties", "shared")
 
     def clone(self) -> MessageContent:
         twin = _new(MessageContent)
         for name in CONTENT_FIELDS:
             setattr(twin, name, getattr(self, name))
         twin.shared = False
+        twin.payload = 0
+        twin.payload_properties = None
         return twin
 
 
@@ -119,11 +125,14 @@ _new = object.__new__
 
 
 def _content_property(name: str) -> property:
-    """Reads through to the content (one C-level attrgetter); writes copy the content first if shared."""
+    """Reads through to the content (one C-level attrgetter); a write that changes the value copies the
+    content first if it is shared or stored."""
 
     def write(self: Message, value: Any) -> None:
         content = self.content
-        if content.shared:
+        if getattr(content, name) is value:
+            return
+        if content.shared or content.payload:
             content = self.content = content.clone()
         setattr(content, name, value)
 
@@ -198,6 +207,8 @@ class Message:
     ) -> None:
         c = self.content = _new(MessageContent)  # written directly: no copy-on-write check needed
         c.shared = False
+        c.payload = 0
+        c.payload_properties = None
         c.body = body
         self.application_properties = {} if application_properties is None else application_properties
         c.annotations = annotations

@@ -10,6 +10,7 @@ there is room and sends are accepted again.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import sqlite3
@@ -19,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from local_broker.engine.errors import StoreError, StoreFullError, StoreWriteError
-from local_broker.engine.message import Message, MessageState
+from local_broker.engine.message import Message, MessageContent, MessageState
 from local_broker.store.base import ChangeSet, StoredState
 from local_broker.store.codec import decode_properties, dumps, encode_properties, loads
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RESERVE_BYTES = 8 * 1024 * 1024
 ROOM_CHECK_SECONDS = 0.5  # how stale the free-space reading may be
 _SQLITE_FULL = 13
@@ -33,21 +34,12 @@ CREATE TABLE schema_version (version INTEGER NOT NULL);
 CREATE TABLE namespace (id INTEGER PRIMARY KEY CHECK (id = 1), config TEXT NOT NULL);
 CREATE TABLE entities (key TEXT PRIMARY KEY, kind TEXT NOT NULL, record TEXT NOT NULL);
 CREATE TABLE counters (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE messages (
-    uid INTEGER PRIMARY KEY,
-    owner TEXT NOT NULL,
-    sub INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    delivery_count INTEGER NOT NULL,
-    state INTEGER NOT NULL,
-    locked_until REAL,
-    lock_token BLOB,
-    data TEXT NOT NULL,
-    body BLOB NOT NULL
-);
-CREATE INDEX messages_owner ON messages (owner, sub, seq);
+CREATE TABLE dedup (owner TEXT NOT NULL, message_id TEXT NOT NULL, at REAL NOT NULL,
+                    PRIMARY KEY (owner, message_id));
+CREATE TABLE session_states (owner TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL,
+                             PRIMARY KEY (owner, session_id));
 -- Lock, delivery count and state changes of stored messages: small rows, so a receive does not rewrite
--- the (large) message row. A row here overrides the same columns of `messages`.
+-- the message row. A row here overrides the same columns of `messages`.
 CREATE TABLE message_states (
     uid INTEGER PRIMARY KEY,
     delivery_count INTEGER NOT NULL,
@@ -55,49 +47,81 @@ CREATE TABLE message_states (
     locked_until REAL,
     lock_token BLOB
 );
-CREATE TABLE dedup (owner TEXT NOT NULL, message_id TEXT NOT NULL, at REAL NOT NULL,
-                    PRIMARY KEY (owner, message_id));
-CREATE TABLE session_states (owner TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL,
-                             PRIMARY KEY (owner, session_id));
 """
+# The message tables of this schema version, one statement each (a migration runs them in its transaction).
+_MESSAGE_TABLES = (
+    # The sender's content (MessageContent's fields, the application properties, the body), stored once
+    # for all the copies of a topic message.
+    "CREATE TABLE payloads (id INTEGER PRIMARY KEY, data TEXT NOT NULL, body BLOB NOT NULL)",
+    # One row per message in a sub-queue: its own state and its payload; `properties` NULL: the payload's.
+    """CREATE TABLE messages (
+        uid INTEGER PRIMARY KEY,
+        owner TEXT NOT NULL,
+        sub INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        delivery_count INTEGER NOT NULL,
+        state INTEGER NOT NULL,
+        locked_until REAL,
+        lock_token BLOB,
+        enqueued_time REAL NOT NULL,
+        expires_at REAL,
+        size INTEGER NOT NULL,
+        properties TEXT,
+        payload INTEGER NOT NULL
+    )""",
+    "CREATE INDEX messages_owner ON messages (owner, sub, seq)",
+    # A payload's references are counted through this index: the payload goes with its last message row,
+    # however that row goes (settled, expired, purged, its entity deleted) or when it takes another payload.
+    "CREATE INDEX messages_payload ON messages (payload)",
+    """CREATE TRIGGER payload_released AFTER DELETE ON messages
+       WHEN NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
+       BEGIN DELETE FROM payloads WHERE id = OLD.payload; END""",
+    """CREATE TRIGGER payload_replaced AFTER UPDATE OF payload ON messages
+       WHEN OLD.payload <> NEW.payload AND NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
+       BEGIN DELETE FROM payloads WHERE id = OLD.payload; END""",
+)
+
+_MESSAGE_COLUMNS = ("uid", "owner", "sub", "seq", "delivery_count", "state", "locked_until", "lock_token")
+_MESSAGE_COLUMNS += ("enqueued_time", "expires_at", "size", "properties", "payload")
+_PUT_MESSAGE = (
+    f"INSERT INTO messages VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))}) ON CONFLICT (uid) DO UPDATE SET "
+    + ", ".join(f"{column} = excluded.{column}" for column in _MESSAGE_COLUMNS[1:])
+)
 
 
-def _data(m: Message) -> str:
-    expires = m.expires_at
+def _payload_data(c: MessageContent, properties: dict[str, Any]) -> str:
+    """A payload row's `data`: the content fields (body apart) and the application properties."""
     return dumps(
         [
-            m.message_id,
-            m.correlation_id,
-            m.session_id,
-            m.reply_to_session_id,
-            m.partition_key,
-            m.via_partition_key,
-            m.subject,
-            m.to,
-            m.reply_to,
-            m.content_type,
-            m.time_to_live,
-            m.scheduled_enqueue_time,
-            m.enqueued_sequence_number,
-            m.enqueued_time,
-            None if math.isinf(expires) else expires,
-            m.dead_letter_source,
-            m.partition_id,
-            m.hop_count,
-            m.size,
-            encode_properties(m.application_properties),
-            encode_properties(m.annotations),
+            c.message_id,
+            c.correlation_id,
+            c.session_id,
+            c.reply_to_session_id,
+            c.partition_key,
+            c.via_partition_key,
+            c.subject,
+            c.to,
+            c.reply_to,
+            c.content_type,
+            c.time_to_live,
+            c.scheduled_enqueue_time,
+            c.enqueued_sequence_number,
+            c.dead_letter_source,
+            c.partition_id,
+            c.hop_count,
+            encode_properties(c.annotations),
+            encode_properties(properties),
         ]
     )
 
 
-def _message(row: tuple[Any, ...]) -> Message:
-    uid, seq, delivery_count, state, locked_until, lock_token, data, body = row
+def _template(payload: int, data: str, body: bytes) -> Message:
+    """A message holding a stored payload's content, for the copies that reference it."""
     d = loads(data)
     m = Message(
         bytes(body),
-        decode_properties(d[19]),
-        annotations=decode_properties(d[20]),
+        decode_properties(d[17]),
+        annotations=decode_properties(d[16]),
         message_id=d[0],
         correlation_id=d[1],
         session_id=d[2],
@@ -110,26 +134,70 @@ def _message(row: tuple[Any, ...]) -> Message:
         content_type=d[9],
         time_to_live=d[10],
         scheduled_enqueue_time=d[11],
-        sequence_number=seq,
         enqueued_sequence_number=d[12],
-        enqueued_time=d[13],
-        expires_at=math.inf if d[14] is None else d[14],
-        delivery_count=delivery_count,
-        locked_until=locked_until,
-        lock_token=None if lock_token is None else uuid.UUID(bytes=lock_token),
-        state=MessageState(state),
-        dead_letter_source=d[15],
-        partition_id=d[16],
-        hop_count=d[17],
-        size=d[18],
+        dead_letter_source=d[13],
+        partition_id=d[14],
+        hop_count=d[15],
     )
+    m.content.payload = payload
+    m.content.payload_properties = m.application_properties
+    return m
+
+
+def _message(template: Message, row: tuple[Any, ...]) -> Message:
+    """One stored copy: its own state over the content it shares with the payload's other copies."""
+    uid, seq, delivery_count, state, locked_until, lock_token, enqueued_time, expires, size, properties = row
+    m = template.copy()
     m.uid = uid
+    m.sequence_number = seq
+    m.delivery_count = delivery_count
+    m.state = MessageState(state)
+    m.locked_until = locked_until
+    m.lock_token = None if lock_token is None else uuid.UUID(bytes=lock_token)
+    m.enqueued_time = enqueued_time
+    m.expires_at = math.inf if expires is None else expires
+    m.size = size
+    content = m.content
+    m.application_properties = (
+        content.payload_properties if properties is None else decode_properties(loads(properties))
+    )
     m.persisted = True
     return m
 
 
 def _token(m: Message) -> bytes | None:
     return None if m.lock_token is None else m.lock_token.bytes
+
+
+def _migrate_from_2(db: sqlite3.Connection) -> None:
+    """Schema 2 kept a full row (content and body) per message; schema 3 keeps each distinct content once
+    (the copies of one topic message share it) and a reference per message. In one transaction."""
+    db.execute("BEGIN")
+    db.execute("ALTER TABLE messages RENAME TO messages_v2")
+    db.execute("DROP INDEX messages_owner")
+    for statement in _MESSAGE_TABLES:
+        db.execute(statement)
+    payloads: dict[tuple[str, bytes], int] = {}
+    rows = db.execute(
+        "SELECT uid, owner, sub, seq, delivery_count, state, locked_until, lock_token, data, body "
+        "FROM messages_v2 ORDER BY uid"
+    )
+    for uid, owner, sub, seq, delivery_count, state, locked_until, lock_token, data, body in rows:
+        d = loads(data)  # schema 2's order: see _payload_data for what moved where
+        content = dumps([*d[0:13], d[15], d[16], d[17], d[20], d[19]])
+        key = (content, hashlib.sha256(body).digest())
+        payload = payloads.get(key)
+        if payload is None:
+            payload = payloads[key] = uid
+            db.execute("INSERT INTO payloads VALUES (?, ?, ?)", (payload, content, body))
+        own = (uid, owner, sub, seq, delivery_count, state, locked_until, lock_token, d[13], d[14], d[18])
+        db.execute(_PUT_MESSAGE, (*own, None, payload))
+    db.execute("DROP TABLE messages_v2")
+    db.execute("UPDATE schema_version SET version = 3")
+    db.execute("COMMIT")
+
+
+_MIGRATIONS = {2: _migrate_from_2}
 
 
 class SqliteStore:
@@ -149,6 +217,9 @@ class SqliteStore:
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.execute("PRAGMA foreign_keys=OFF")
         self._check_schema()
+        # Payload ids are never reused while the store is open (a content in memory keeps its id).
+        top = self._db.execute("SELECT max(id) FROM payloads").fetchone()[0]
+        self._next_payload: int = (top or 0) + 1
         if not self._claim_reserve():
             self._out_of_room()
 
@@ -160,10 +231,18 @@ class SqliteStore:
             others = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
             if others:
                 raise StoreError(f"{self.path} is not an sbfed namespace store (no schema_version table).")
-            self._db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+            self._db.executescript("BEGIN;" + _SCHEMA + ";\n".join(_MESSAGE_TABLES) + ";COMMIT;")
             self._db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
             return
         row = self._db.execute("SELECT version FROM schema_version").fetchone()
+        migrate = None if row is None else _MIGRATIONS.get(row[0])
+        if migrate is not None:
+            try:
+                migrate(self._db)
+            except BaseException:
+                self._roll_back()
+                raise
+            row = (SCHEMA_VERSION,)
         if row is None or row[0] != SCHEMA_VERSION:
             found = None if row is None else row[0]
             raise StoreError(
@@ -180,17 +259,22 @@ class SqliteStore:
             (k, kind, loads(rec)) for k, kind, rec in db.execute("SELECT key, kind, record FROM entities")
         ]
         counters = dict(db.execute("SELECT key, value FROM counters"))
-        messages = [
-            (owner, sub, _message(rest))
-            for owner, sub, *rest in db.execute(
-                "SELECT m.owner, m.sub, m.uid, m.seq, coalesce(s.delivery_count, m.delivery_count), "
-                "coalesce(s.state, m.state), "
-                "CASE WHEN s.uid IS NULL THEN m.locked_until ELSE s.locked_until END, "
-                "CASE WHEN s.uid IS NULL THEN m.lock_token ELSE s.lock_token END, m.data, m.body "
-                "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid "
-                "ORDER BY m.owner, m.sub, m.seq, m.uid"
-            )
-        ]
+        payloads = {row[0]: row for row in db.execute("SELECT id, data, body FROM payloads")}
+        templates: dict[int, Message] = {}
+        messages = []
+        for owner, sub, payload, *rest in db.execute(
+            "SELECT m.owner, m.sub, m.payload, m.uid, m.seq, coalesce(s.delivery_count, m.delivery_count), "
+            "coalesce(s.state, m.state), "
+            "CASE WHEN s.uid IS NULL THEN m.locked_until ELSE s.locked_until END, "
+            "CASE WHEN s.uid IS NULL THEN m.lock_token ELSE s.lock_token END, "
+            "m.enqueued_time, m.expires_at, m.size, m.properties "
+            "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid "
+            "ORDER BY m.owner, m.sub, m.seq, m.uid"
+        ):
+            template = templates.get(payload)
+            if template is None:
+                template = templates[payload] = _template(*payloads.pop(payload))
+            messages.append((owner, sub, _message(template, rest)))
         dedup = list(db.execute("SELECT owner, message_id, at FROM dedup ORDER BY at"))
         sessions = [
             (o, s, bytes(b)) for o, s, b in db.execute("SELECT owner, session_id, state FROM session_states")
@@ -221,27 +305,7 @@ class SqliteStore:
             if changes.counters:
                 db.executemany("INSERT OR REPLACE INTO counters VALUES (?, ?)", changes.counters.items())
             if changes.messages_put:
-                db.executemany(
-                    "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            m.uid,
-                            owner,
-                            sub,
-                            m.sequence_number,
-                            m.delivery_count,
-                            m.state,
-                            m.locked_until,
-                            _token(m),
-                            _data(m),
-                            m.body,
-                        )
-                        for owner, sub, m in changes.messages_put
-                    ],
-                )
-                rewritten = [(m.uid,) for _, _, m in changes.messages_put if m.persisted]
-                if rewritten:  # a full row carries the current state: drop older overrides
-                    db.executemany("DELETE FROM message_states WHERE uid = ?", rewritten)
+                stored = self._put_messages(changes.messages_put)
             if changes.messages_state:
                 db.executemany(
                     "INSERT OR REPLACE INTO message_states VALUES (?, ?, ?, ?, ?)",
@@ -273,6 +337,61 @@ class SqliteStore:
         except BaseException:
             self._roll_back()
             raise
+        if changes.messages_put:
+            for content, (payload, properties) in stored.items():
+                content.payload = payload
+                content.payload_properties = properties
+
+    def _put_messages(self, puts: list[tuple[str, int, Message]]) -> dict[MessageContent, tuple[int, Any]]:
+        """Message rows, and a payload row for each content not stored yet (once for all its copies in
+        this change set); the contents newly stored, with their payload id and property dict."""
+        db = self._db
+        stored: dict[MessageContent, tuple[int, Any]] = {}
+        kept: dict[int, tuple[MessageContent, Any]] = {}  # payloads stored by an earlier commit
+        rows = []
+        for owner, sub, m in puts:
+            c = m.content
+            payload, properties = c.payload, c.payload_properties
+            if payload:
+                kept[payload] = (c, properties)
+            else:
+                new = stored.get(c)
+                if new is None:
+                    new = stored[c] = (self._next_payload, m.application_properties)
+                    self._next_payload += 1
+                payload, properties = new
+            own = m.application_properties
+            expires = m.expires_at
+            rows.append(
+                (
+                    m.uid,
+                    owner,
+                    sub,
+                    m.sequence_number,
+                    m.delivery_count,
+                    m.state,
+                    m.locked_until,
+                    _token(m),
+                    m.enqueued_time,
+                    None if expires == math.inf else expires,
+                    m.size,
+                    None if own is properties else dumps(encode_properties(own)),
+                    payload,
+                )
+            )
+        db.executemany(
+            "INSERT INTO payloads VALUES (?, ?, ?)",
+            [(payload, _payload_data(c, properties), c.body) for c, (payload, properties) in stored.items()],
+        )
+        db.executemany(_PUT_MESSAGE, rows)
+        for payload, (c, properties) in kept.items():  # its other copies may all have gone: store it again
+            if db.execute("SELECT 1 FROM payloads WHERE id = ?", (payload,)).fetchone() is None:
+                row = (payload, _payload_data(c, properties), c.body)
+                db.execute("INSERT INTO payloads VALUES (?, ?, ?)", row)
+        rewritten = [(m.uid,) for _, _, m in puts if m.persisted]
+        if rewritten:  # a full row carries the current state: drop older overrides
+            db.executemany("DELETE FROM message_states WHERE uid = ?", rewritten)
+        return stored
 
     def _roll_back(self) -> None:
         if self._db.in_transaction:  # SQLite rolls back by itself after some errors (e.g. a full disk)

@@ -1,0 +1,226 @@
+"""The SQLite store keeps a topic message's content once (a payload row) and one small row per copy.
+
+`fixtures/namespace-v2.db` was written by the schema-2 store (commit cc76669, one full row per copy) with
+FakeClock(1_700_000_000): queue "q" (lock 5 min) got q0..q2 (body b"q-body-<i>", {"n": i}, annotation
+x-opt-k = i), committed, then q0 received (locked) and q1 dead-lettered ("why", "because"); topic "t" with
+subscriptions "all" (default rule), "red" (color = 'red', SET seen = TRUE) and "blue" (color = 'blue') got
+"t-red" (subject "paint") and "t-blue" (TTL 3600 s), committed, then one receive from "all" (locks
+t-red's copy) and "t-later" scheduled at +60 s (color blue); session queue "sq" got one message in
+session "A" with state b"state". Then the namespace was closed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+from local_broker.engine import (
+    FakeClock,
+    Message,
+    Namespace,
+    QueueProperties,
+    ReceiveMode,
+    RuleProperties,
+    SqlFilter,
+    SqlRuleAction,
+    SubscriptionProperties,
+    TopicProperties,
+)
+from local_broker.store import ChangeSet, SqliteStore
+
+V2_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v2.db"
+WRITTEN_AT = 1_700_000_000.0
+
+
+def counts(path: Path) -> tuple[int, int]:
+    """(payload rows, message rows) in a store file."""
+    db = sqlite3.connect(path)
+    try:
+        return (
+            db.execute("SELECT count(*) FROM payloads").fetchone()[0],
+            db.execute("SELECT count(*) FROM messages").fetchone()[0],
+        )
+    finally:
+        db.close()
+
+
+def fan_out_topic(path: Path, clock: FakeClock) -> Namespace:
+    """Topic "t" with subscriptions a, b (every message) and c (every message, SET seen = TRUE)."""
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    ns.create_topic(TopicProperties("t"))
+    ns.create_subscription("t", SubscriptionProperties("a"))
+    ns.create_subscription("t", SubscriptionProperties("b"))
+    action = RuleProperties("seen", SqlFilter("1 = 1"), SqlRuleAction("SET seen = TRUE"))
+    ns.create_subscription("t", SubscriptionProperties("c"), action)
+    return ns
+
+
+def test_copies_of_a_topic_message_share_one_payload(tmp_path: Path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "ns.db"
+    ns = fan_out_topic(path, clock)
+    ns.send("t", [Message(b"body-%d" % i, {"n": i}, message_id=f"m{i}") for i in range(2)])
+    ns.commit()
+    assert counts(path) == (2, 6)
+    db = sqlite3.connect(path)
+    own = db.execute("SELECT owner FROM messages WHERE properties IS NOT NULL ORDER BY uid").fetchall()
+    assert own == [("t/subscriptions/c",)] * 2  # the action's copies carry their own property dicts
+    db.close()
+    ns.close()
+
+    ns2 = Namespace.open(SqliteStore(path), clock=clock)
+    a, b, c = (ns2.peek(f"t/Subscriptions/{name}", 0, 10) for name in "abc")
+    for copies in zip(a, b, c, strict=True):
+        assert {m.body for m in copies} == {copies[0].body} and len({m.message_id for m in copies}) == 1
+    assert [m.application_properties for m in a] == [{"n": 0}, {"n": 1}]
+    assert [m.application_properties for m in c] == [
+        {"n": 0, "RuleName": "seen", "seen": True},
+        {"n": 1, "RuleName": "seen", "seen": True},
+    ]
+    assert a[0].content is b[0].content is c[0].content  # shared in memory again after the restart
+    ns2.close()
+
+
+def test_the_payload_goes_with_its_last_copy_settled_purged_or_expired(tmp_path: Path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "ns.db"
+    ns = fan_out_topic(path, clock)
+    ns.send("t", Message(b"once", message_id="m", time_to_live=60.0))
+    ns.commit()
+    assert counts(path) == (1, 3)
+    (got,) = ns.receive("t/Subscriptions/a", 1)
+    ns.complete("t/Subscriptions/a", [got.lock_token])
+    ns.commit()
+    assert counts(path) == (1, 2)
+    assert len(ns.receive("t/Subscriptions/b", 10, ReceiveMode.RECEIVE_AND_DELETE)) == 1  # a purge
+    ns.commit()
+    assert counts(path) == (1, 1)
+    clock.advance(60)
+    ns.tick()  # c's copy expires (no dead-lettering on expiry)
+    ns.commit()
+    assert counts(path) == (0, 0)
+    ns.close()
+
+
+def test_deleting_a_subscription_keeps_the_payload_for_the_others(tmp_path: Path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "ns.db"
+    ns = fan_out_topic(path, clock)
+    ns.send("t", Message(b"kept", message_id="m"))
+    ns.commit()
+    ns.delete_subscription("t", "a")
+    ns.commit()
+    assert counts(path) == (1, 2)
+    ns.close()
+    ns2 = Namespace.open(SqliteStore(path), clock=clock)
+    assert [m.body for m in ns2.peek("t/Subscriptions/b", 0, 10)] == [b"kept"]
+    ns2.delete_topic("t")
+    ns2.commit()
+    assert counts(path) == (0, 0)
+    ns2.close()
+
+
+def test_a_copy_that_changes_its_content_gets_a_payload_of_its_own(tmp_path: Path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "ns.db"
+    ns = fan_out_topic(path, clock)
+    relabel = RuleProperties("relabel", SqlFilter("1 = 1"), SqlRuleAction("SET sys.Label = 'moved'"))
+    ns.create_subscription("t", SubscriptionProperties("d"), relabel)
+    ns.create_queue(QueueProperties("q"))
+    ns.update_subscription("t", SubscriptionProperties("b", forward_to="q"))
+    ns.send("t", Message(b"body", message_id="m", subject="original"))
+    ns.commit()
+    # a and c share the sender's content; b's forwarded copy (hop count) and d's (label) have their own
+    assert counts(path) == (3, 4)
+    ns.close()
+    ns2 = Namespace.open(SqliteStore(path), clock=clock)
+    paths = ("t/Subscriptions/a", "t/Subscriptions/d", "q")
+    assert [[m.subject for m in ns2.peek(p, 0, 10)] for p in paths] == [["original"], ["moved"], ["original"]]
+    assert ns2.peek("q", 0, 1)[0].hop_count == 1
+    ns2.close()
+
+
+def test_an_activated_topic_message_is_stored_once_for_its_copies(tmp_path: Path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "ns.db"
+    ns = fan_out_topic(path, clock)
+    ns.schedule("t", Message(b"later", message_id="m", scheduled_enqueue_time=clock.now() + 10))
+    ns.commit()
+    assert counts(path) == (1, 1)
+    clock.advance(10)
+    ns.tick()
+    ns.commit()
+    # activation gave it a new sequence number (a new content, stored once for its three copies); the
+    # scheduled row was the last reference to the old payload
+    assert counts(path) == (1, 3)
+    for name in "abc":
+        (m,) = ns.receive(f"t/Subscriptions/{name}", 1, ReceiveMode.RECEIVE_AND_DELETE)
+        assert m.body == b"later"
+    ns.commit()
+    assert counts(path) == (0, 0)
+    ns.close()
+
+
+def test_a_payload_whose_copies_all_went_is_stored_again_for_a_new_reference(tmp_path: Path) -> None:
+    path = tmp_path / "ns.db"
+    ns = Namespace.open(SqliteStore(path), clock=FakeClock())
+    ns.create_queue(QueueProperties("q"))
+    ns.send("q", Message(b"body", {"k": "v"}, message_id="m"))
+    ns.commit()
+    (m,) = ns.receive("q", 1, ReceiveMode.RECEIVE_AND_DELETE)
+    ns.commit()
+    assert counts(path) == (0, 0) and m.content.payload
+    twin = m.copy()  # a new row pointing at the content whose payload row is gone
+    twin.uid = 99
+    ns._store.write(ChangeSet(messages_put=[("q", 0, twin)]))
+    ns.close()
+    (restored,) = Namespace.open(SqliteStore(path), clock=FakeClock()).peek("q", 0, 1)
+    assert (restored.body, restored.application_properties, restored.message_id) == (b"body", {"k": "v"}, "m")
+
+
+def test_a_schema_2_store_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "ns.db"
+    shutil.copy(V2_FIXTURE, path)
+    clock = FakeClock(WRITTEN_AT + 10)
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+    assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_v2'").fetchall()
+    db.close()
+    # 9 messages; t-blue's copies in "all" and "blue" had the same row and now share one payload
+    # (t-red's copy in "red" was changed by its rule's action)
+    assert counts(path) == (8, 9)
+    assert ns.config.name == "legacy"
+
+    locked, q2 = ns.peek("q", 0, 10)
+    assert [(m.message_id, m.body, m.application_properties, m.annotations) for m in (locked, q2)] == [
+        ("q0", b"q-body-0", {"n": 0}, {"x-opt-k": 0}),
+        ("q2", b"q-body-2", {"n": 2}, {"x-opt-k": 2}),
+    ]
+    assert locked.locked_until == WRITTEN_AT + 300 and locked.lock_token is not None
+    (dead,) = ns.peek("q/$DeadLetterQueue", 0, 10)
+    assert (dead.message_id, dead.dead_letter_reason) == ("q1", "why")
+    assert dead.dead_letter_error_description == "because"
+    red_all, blue_all = ns.peek("t/Subscriptions/all", 0, 10)
+    (red,) = ns.peek("t/Subscriptions/red", 0, 10)
+    (blue,) = ns.peek("t/Subscriptions/blue", 0, 10)
+    assert (red_all.subject, red_all.locked_until, red.subject) == ("paint", WRITTEN_AT + 60, "paint")
+    assert red.application_properties == {"color": "red", "RuleName": "red", "seen": True}
+    assert blue_all.content is blue.content and blue.expires_at == blue.enqueued_time + 3600
+    assert ns.get_topic_runtime_properties("t").scheduled_message_count == 1
+    assert ns.get_session_state("sq", "A") == b"state"
+    assert [m.body for m in ns.peek("sq", 0, 10)] == [b"s-body"]
+
+    ns.complete("q", [locked.lock_token])  # the lock taken under schema 2 still holds
+    clock.advance(50)
+    ns.tick()  # t-later activates into "all" and "blue"
+    ns.commit()
+    assert counts(path) == (7, 9)
+    assert [m.message_id for m in ns.peek("t/Subscriptions/blue", 0, 10)] == ["t-blue", "t-later"]
+    ns.close()
+
+    ns2 = Namespace.open(SqliteStore(path), clock=clock)  # and it reopens as a schema-3 store
+    assert [m.message_id for m in ns2.peek("t/Subscriptions/all", 0, 10)] == ["t-red", "t-blue", "t-later"]
+    assert [m.message_id for m in ns2.peek("q", 0, 10)] == ["q2"]
+    ns2.close()
