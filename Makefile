@@ -11,7 +11,7 @@ JS_STAMP := $(JS)/node_modules/.installed-stamp
 # CI runs the slow suites too; a developer's default run skips them (`make test-all` runs everything).
 PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 
-.PHONY: setup demo test test-all lint bench clean java node chromium
+.PHONY: setup demo test test-all lint console-screenshots bench clean java node chromium
 
 setup: $(STAMP) java chromium $(JS_STAMP)
 
@@ -43,6 +43,10 @@ test: setup
 
 test-all: setup
 	$(PY) -m pytest
+
+# The browser test, writing the README's console image (docs/images/console-entities.png) as well.
+console-screenshots: setup
+	SBFED_README_IMAGES=1 $(PY) -m pytest tests/integration/test_console_browser.py -q
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -142,16 +142,17 @@ class Console:
         if route in ([], [""]):
             return self._namespace(session, params.get("note"))
         if route == ["fragments", "entities"]:
-            rows = self.run_on_engine(operations.entities)
-            return ConsoleResponse(200, pages.entity_rows(rows).encode(), HTML, {"Cache-Control": "no-store"})
+            at, rows = self.run_on_engine(operations.entities)
+            return ConsoleResponse(200, pages.entity_rows(rows, at).encode(), HTML,
+                                   {"Cache-Control": "no-store"})
         if len(route) >= 2 and route[0] == "entity":
             return self._entity("/".join(route[1:]), params, session)
         raise _Refused(404, f"No console page /{'/'.join(route)}.")
 
     def _namespace(self, session: Session, note: str | None) -> ConsoleResponse:
-        rows = self.run_on_engine(operations.entities)
+        at, rows = self.run_on_engine(operations.entities)
         content = pages.namespace_page(self.namespace_name, self.health(), self._fault_state(),
-                                       self._connection_strings(session), rows,
+                                       self._connection_strings(session), rows, at,
                                        MANAGE in session.policy.rights, session.csrf)
         content += pages.other_namespaces(self.namespace_name, self.namespaces)
         return self._html(200, pages.layout(self.namespace_name, "Namespace", content, note,
@@ -176,7 +177,7 @@ class Console:
                                             params.get("note"), session.policy.name, session.csrf))
 
     def _row(self, path: str) -> operations.EntityRow:
-        rows = self.run_on_engine(operations.entities)
+        _, rows = self.run_on_engine(operations.entities)
         row = next((r for r in rows if r.path.lower() == path.lower()), None)
         if row is None:
             raise _Refused(404, f"No queue, topic or subscription '{path}' in namespace "

@@ -35,6 +35,7 @@ class EntityRow:
     deferred: int
     size: int
     partitions: int = 1
+    totals: tuple[int, int, int] = (0, 0, 0)  # enqueued, completed, dead-lettered (Namespace.message_totals)
     requires_session: bool = False
     forward_to: str | None = None
     forward_dead_letters_to: str | None = None
@@ -45,8 +46,9 @@ class EntityRow:
         return self.kind != "topic"
 
 
-def entities(ns: Any) -> list[EntityRow]:
-    """Every queue, topic and subscription with its counts; subscriptions follow their topic."""
+def entities(ns: Any) -> tuple[float, list[EntityRow]]:
+    """When (the engine's clock), and every queue, topic and subscription with its counts then;
+    subscriptions follow their topic."""
     rows = []
     for queue in ns.list_queues():
         rows.append(_row(ns, queue.name, "queue", queue, ns.get_queue_runtime_properties(queue.name),
@@ -60,7 +62,7 @@ def entities(ns: Any) -> list[EntityRow]:
                        ns.get_subscription_runtime_properties(topic.name, sub.name), 1)
             row.rules = [_rule_text(rule) for rule in ns.list_rules(topic.name, sub.name)]
             rows.append(row)
-    return rows
+    return ns.clock.now(), rows
 
 
 def _row(ns: Any, path: str, kind: str, props: Any, runtime: Any, partitions: int) -> EntityRow:
@@ -70,7 +72,8 @@ def _row(ns: Any, path: str, kind: str, props: Any, runtime: Any, partitions: in
         dead_letter=runtime.dead_letter_message_count,
         transfer_dead_letter=runtime.transfer_dead_letter_message_count,
         scheduled=runtime.scheduled_message_count, deferred=deferred, size=runtime.size_in_bytes,
-        partitions=partitions, requires_session=bool(getattr(props, "requires_session", False)),
+        partitions=partitions, totals=ns.message_totals(path),
+        requires_session=bool(getattr(props, "requires_session", False)),
         forward_to=getattr(props, "forward_to", None),
         forward_dead_letters_to=getattr(props, "forward_dead_lettered_messages_to", None))
 

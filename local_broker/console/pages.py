@@ -49,7 +49,7 @@ def login(namespace: str, note: str | None = None) -> str:
 
 
 def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], connection: dict[str, str],
-                   rows: list[EntityRow], can_manage: bool, csrf: str) -> str:
+                   rows: list[EntityRow], at: float, can_manage: bool, csrf: str) -> str:
     down = faults.get("namespace_down")
     status = "down (" + down + ")" if down else ("degraded" if health else "up")
     problems = "".join(f"<li>{escape(p)}</li>" for p in health)
@@ -60,13 +60,16 @@ def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], co
              + _partitions_down(faults) + "</section>"]
     if can_manage:
         parts.append(_fault_switches(faults, csrf))
+    else:
+        parts.append('<p class="rights" id="rights-note">Fault switches need the Manage right.</p>')
     strings = "".join(f'<dt>{escape(name)}</dt><dd><input readonly class="copy" value="{escape(value)}"></dd>'
                       for name, value in connection.items())
     parts.append(f"<section><h2>Connection strings</h2><dl>{strings}</dl></section>")
     parts.append('<section><h2>Entities</h2><table class="entities"><thead><tr><th>entity</th><th>status</th>'
                  '<th>active</th><th>dead-letter</th><th>transfer DLQ</th><th>scheduled</th><th>deferred</th>'
-                 '<th>size</th><th>active, last 60 s</th><th>details</th></tr></thead>'
-                 f'<tbody id="entity-rows" data-refresh="{url("fragments", "entities")}">{entity_rows(rows)}'
+                 '<th>size</th><th>messages/s, last 60 s</th><th>details</th></tr></thead>'
+                 f'<tbody id="entity-rows" data-refresh="{url("fragments", "entities")}">'
+                 f'{entity_rows(rows, at)}'
                  '</tbody></table></section>')
     return "".join(parts)
 
@@ -98,7 +101,9 @@ def _fault_switches(faults: dict[str, Any], csrf: str) -> str:
             '</label><button id="set-latency">Set latency</button></form></section>')
 
 
-def entity_rows(rows: list[EntityRow]) -> str:
+def entity_rows(rows: list[EntityRow], at: float) -> str:
+    """The table's rows; each sparkline carries the entity's message totals and when they were read, from
+    which console.js plots messages per second between two refreshes."""
     out = []
     for r in rows:
         indent = ' class="sub"' if r.kind == "subscription" else ""
@@ -117,10 +122,17 @@ def entity_rows(rows: list[EntityRow]) -> str:
         cells = [r.active, r.dead_letter, r.transfer_dead_letter, r.scheduled, r.deferred, r.size]
         counts = "".join(f"<td class='n'>{c}</td>" for c in cells)
         out.append(f'<tr data-entity="{escape(r.path)}"{indent}><td>{name}{arrows}</td>'
-                   f'<td>{escape(r.status)}</td>{counts}<td><canvas class="spark" width="80" height="18" '
-                   f'data-entity="{escape(r.path)}" data-count="{r.active}"></canvas></td>'
+                   f'<td>{escape(r.status)}</td>{counts}<td class="throughput">{_sparkline(r, at)}</td>'
                    f'<td class="details">{escape("; ".join(details))}</td></tr>')
     return "".join(out) or '<tr><td colspan="10">No queues or topics yet.</td></tr>'
+
+
+def _sparkline(row: EntityRow, at: float) -> str:
+    enqueued, completed, dead_lettered = row.totals
+    return (f'<canvas class="spark" width="120" height="22" data-entity="{escape(row.path)}" '
+            f'data-at="{at:.3f}" data-enqueued="{enqueued}" data-completed="{completed}" '
+            f'data-dead-lettered="{dead_lettered}"></canvas> '
+            '<span class="rate" title="enqueued / completed / dead-lettered per second">&ndash;</span>')
 
 
 SUB_QUEUES = {"main": ("", "messages"), "dlq": ("/$DeadLetterQueue", "dead-letter queue"),
@@ -142,6 +154,7 @@ def entity_page(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], f
             parts.append(_send_form(row, action, csrf))
         if "Manage" in rights and row.partitions > 1:
             parts.append(_partition_switches(row, csrf))
+        parts.append(_rights_note(row, sub_queue, rights))
         return "".join(parts)
     parts = [f'<nav class="tabs">{tabs}</nav>', counts]
     if sub_queue != "main" and "Listen" in rights and "Send" in rights:
@@ -152,10 +165,28 @@ def entity_page(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], f
                      '<button name="action" value="purge" id="purge">Purge</button></form>')
         if row.partitions > 1:
             parts.append(_partition_switches(row, csrf))
+    parts.append(_rights_note(row, sub_queue, rights))
     parts.append(_messages(row, sub_queue, messages, from_sequence, page_size, action, rights, csrf))
     if sub_queue == "main" and "Send" in rights and row.kind == "queue":
         parts.append(_send_form(row, action, csrf))
     return "".join(parts)
+
+
+def _rights_note(row: EntityRow, sub_queue: str, rights: frozenset[str]) -> str:
+    """What this session cannot do here, and the right it would take (the buttons are left out)."""
+    missing = []
+    if row.receivable and "Manage" not in rights:
+        missing.append("purging needs Manage")
+    if sub_queue != "main" and not {"Listen", "Send"} <= rights:
+        missing.append("resubmitting needs Listen and Send")
+    if sub_queue == "main" and "Send" not in rights:
+        missing.append("sending needs Send")
+    if "Manage" not in rights and row.partitions > 1:
+        missing.append("partition switches need Manage")
+    if not missing:
+        return ""
+    held = ", ".join(sorted(rights)) or "no rights"
+    return f'<p class="rights" id="rights-note">This session\'s policy has {held}: {"; ".join(missing)}.</p>'
 
 
 def _partition_switches(row: EntityRow, csrf: str) -> str:

@@ -103,6 +103,40 @@ def test_pages_show_entities_counts_and_messages(broker: dict[str, Any]) -> None
     assert "7b 22 6f 72 64 65 72" in message  # '{"order' in hex
 
 
+def _totals(client: ConsoleClient, entity: str) -> tuple[float, list[int]]:
+    """When, and the totals (enqueued, completed, dead-lettered) the entity's sparkline plots from."""
+    fragment = client.get("/$console/fragments/entities").html
+    canvas = re.search(rf'<canvas class="spark" [^>]*data-entity="{re.escape(entity)}"[^>]*>', fragment)
+    assert canvas, fragment
+    values = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', canvas.group(0)))
+    return float(values["at"]), [int(values[k]) for k in ("enqueued", "completed", "dead-lettered")]
+
+
+def test_the_sparkline_gets_the_entity_message_totals(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    at, before = _totals(client, "events/subscriptions/all")
+    with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
+            sb.get_topic_sender("events") as sender:
+        sender.send_messages([ServiceBusMessage(f"rate-{i}") for i in range(3)])
+    later, after = _totals(client, "events/subscriptions/all")
+    assert later > at and after == [before[0] + 3, before[1], before[2]]  # forwarded on to audit
+    _, audit = _totals(client, "audit")
+    with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
+            sb.get_queue_receiver("audit", max_wait_time=5) as receiver:
+        mine = []
+        while len(mine) < 3:  # only the three sent here: the other tests count the rest
+            batch = receiver.receive_messages(max_message_count=10, max_wait_time=5)
+            assert batch, "the forwarded messages did not arrive in audit"
+            for message in batch:
+                if str(message).startswith("rate-"):
+                    receiver.complete_message(message)
+                    mine.append(message)
+                else:
+                    receiver.abandon_message(message)
+    _, now = _totals(client, "audit")
+    assert now == [audit[0], audit[1] + 3, audit[2]]
+
+
 def test_paging_through_peeked_messages(broker: dict[str, Any]) -> None:
     client = _manager(broker)
     _send(broker, "audit", *[ServiceBusMessage(f"page-{i}") for i in range(25)])

@@ -1,19 +1,25 @@
 """The console in a real browser (Debian's chromium, headless, through chromedriver and selenium) against
-`sbfed broker serve`, with the Python SDK as the application: counts change as it sends, a peeked message
-shows its properties, a dead letter is resubmitted, and a namespace taken down makes an SDK send fail until
-it is brought back. Screenshots of each page go to tests/console-screenshots/ (git-ignored)."""
+`sbfed broker serve`, with the Python SDK as the application: counts change as it sends, the sparkline
+shows its messages per second, a peeked message shows its properties, a dead letter is resubmitted, a
+namespace taken down makes an SDK send fail until it is brought back, and a pasted Listen-only key finds no
+purge or resubmit to click and is refused one posted anyway. Screenshots of each page go to
+tests/console-screenshots/ (git-ignored); with SBFED_README_IMAGES=1 (`make console-screenshots`) the
+README's image is written to docs/images/ too."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusConnectionError
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
@@ -27,12 +33,18 @@ from tests.console_client import served_namespace
 pytestmark = pytest.mark.slow
 
 SCREENSHOTS = ROOT / "tests" / "console-screenshots"
+README_IMAGES = ROOT / "docs" / "images"
 WAIT_SECONDS = 20
+SPARKLINE_SAMPLES = 8
 CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
                   "--window-size=1280,900")
+LISTENER_KEY = "bGlzdGVuLW9ubHkta2V5"
 TOPOLOGY = {"namespaces": {"primary": {
-    "queues": {"orders": {}, "audit": {}},
+    "policies": {"RootManageSharedAccessKey": {"key": "U0FTX0tFWV9WQUxVRQ==",
+                                               "rights": ["Manage", "Send", "Listen"]},
+                 "reader": {"key": LISTENER_KEY, "rights": ["Listen"]}},
+    "queues": {"orders": {}, "audit": {}, "payments": {}},
     "topics": {"events": {"subscriptions": {"all": {"forward_to": "audit"}}}},
 }}}
 
@@ -63,9 +75,11 @@ def browser() -> Iterator[webdriver.Chrome]:
         driver.quit()
 
 
-def _shot(driver: webdriver.Chrome, name: str) -> Path:
+def _shot(driver: webdriver.Chrome, name: str, readme: str | None = None) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     assert driver.save_screenshot(str(path)), path
+    if readme and os.environ.get("SBFED_README_IMAGES") == "1":
+        shutil.copyfile(path, README_IMAGES / readme)
     return path
 
 
@@ -76,6 +90,51 @@ def _active(driver: webdriver.Chrome, entity: str) -> int:
         "const cell = document.querySelector(`tr[data-entity='${arguments[0]}'] td.n`);"
         "return cell ? cell.textContent : null;", entity)
     return -1 if text is None else int(text)
+
+
+def _rate(driver: webdriver.Chrome, entity: str) -> str:
+    """The messages-per-second label next to the entity's sparkline."""
+    return driver.execute_script(
+        "const label = document.querySelector(`tr[data-entity='${arguments[0]}'] .rate`);"
+        "return label ? label.textContent : '';", entity)
+
+
+def _samples(driver: webdriver.Chrome, entity: str) -> int:
+    """How many refreshes the entity's sparkline has plotted."""
+    return int(driver.execute_script(
+        "const canvas = document.querySelector(`tr[data-entity='${arguments[0]}'] canvas.spark`);"
+        "return canvas ? canvas.dataset.samples || 0 : 0;", entity))
+
+
+def _flowing(label: str) -> bool:
+    """True when the label says messages went in and out during the last refresh ("3.0 in · 2.0 out/s")."""
+    found = re.match(r"([\d.]+) in · ([\d.]+) out", label)
+    return found is not None and float(found.group(1)) > 0 and float(found.group(2)) > 0
+
+
+class Traffic(threading.Thread):
+    """An application at work on one queue: sends a message and completes one about ten times a second."""
+
+    def __init__(self, entry: dict[str, Any], queue: str) -> None:
+        super().__init__(daemon=True)
+        self.entry, self.queue, self.stopped = entry, queue, threading.Event()
+
+    def run(self) -> None:
+        with ServiceBusClient.from_connection_string(self.entry["connection_string"]) as sb, \
+                sb.get_queue_sender(self.queue) as sender, \
+                sb.get_queue_receiver(self.queue, max_wait_time=1) as receiver:
+            while not self.stopped.is_set():
+                sender.send_messages(ServiceBusMessage("payment"))
+                for message in receiver.receive_messages(max_message_count=10, max_wait_time=0.1):
+                    receiver.complete_message(message)
+
+    def __enter__(self) -> Traffic:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopped.set()
+        self.join(timeout=WAIT_SECONDS)
 
 
 def _until(driver: webdriver.Chrome, condition: Any, what: str) -> Any:
@@ -105,7 +164,12 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     _until(browser, lambda d: _active(d, "orders") == 3, "the active count of orders to reach 3")
     _send(broker, "orders", ServiceBusMessage("one more", message_id="order-3"))
     _until(browser, lambda d: _active(d, "orders") == 4, "the active count of orders to reach 4")
-    _shot(browser, "entities")
+
+    # The sparkline: messages per second in and out while an application works on payments.
+    with Traffic(broker, "payments"):
+        _until(browser, lambda d: _flowing(_rate(d, "payments")), "payments' messages per second in and out")
+        _until(browser, lambda d: _samples(d, "payments") >= SPARKLINE_SAMPLES, "a few seconds of sparkline")
+        _shot(browser, "entities", readme="console-entities.png")
 
     # Peek: the message's system and application properties and its body.
     browser.find_element(By.LINK_TEXT, "orders").click()
@@ -140,3 +204,56 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     _send(broker, "orders", ServiceBusMessage("after the outage"))
     _until(browser, lambda d: _active(d, "orders") == 5, "the message sent after the outage")
     _shot(browser, "namespace-back")
+
+
+def test_a_listen_only_key_finds_no_purge_or_resubmit(broker: dict[str, Any],
+                                                      browser: webdriver.Chrome) -> None:
+    base = f"http://127.0.0.1:{broker['admin_port']}"
+    _send(broker, "audit", ServiceBusMessage("keep me", message_id="keep-1"))
+    with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
+            sb.get_queue_receiver("audit", max_wait_time=5) as receiver:
+        for message in receiver.receive_messages(max_message_count=10, max_wait_time=5):
+            receiver.dead_letter_message(message, reason="Unreadable", error_description="kept for a look")
+
+    # A person pastes the reader policy's name and key on the sign-in page.
+    browser.delete_all_cookies()
+    browser.get(base + "/")
+    policy = _until(browser, lambda d: d.find_elements(By.NAME, "policy"), "the sign-in page")[0]
+    policy.clear()
+    policy.send_keys("reader")
+    browser.find_element(By.NAME, "key").send_keys(LISTENER_KEY)
+    browser.find_element(By.ID, "sign-in").click()
+    _until(browser, lambda d: "signed in as reader" in d.find_element(By.TAG_NAME, "header").text,
+           "signed in as reader")
+    assert not browser.find_elements(By.ID, "fault-drop")
+    assert "need the Manage right" in browser.find_element(By.ID, "rights-note").text
+
+    # Its dead letters can be looked at, but neither purge nor resubmit is there to click.
+    browser.find_element(By.LINK_TEXT, "audit").click()
+    _until(browser, lambda d: d.find_elements(By.ID, "tab-dlq"), "the audit page").pop().click()
+    _until(browser, lambda d: "Unreadable" in d.find_element(By.TAG_NAME, "main").text, "the dead letter")
+    buttons = [b.text for b in browser.find_elements(By.TAG_NAME, "button")]
+    assert buttons == ["sign out"], buttons
+    note = browser.find_element(By.ID, "rights-note").text
+    assert "purging needs Manage" in note and "resubmitting needs Listen and Send" in note
+    _shot(browser, "listen-only")
+
+    # A form posted anyway (a stale page, a hand-made request) is refused with Service Bus's message.
+    for action, right in (("purge", "Manage"), ("resubmit", "Send")):
+        browser.execute_script(
+            "const form = document.createElement('form');"
+            "form.method = 'post'; form.action = arguments[0];"
+            "for (const [name, value] of [['csrf', document.querySelector('input[name=csrf]').value],"
+            "                             ['action', arguments[1]]]) {"
+            "  const input = document.createElement('input');"
+            "  input.type = 'hidden'; input.name = name; input.value = value; form.appendChild(input);"
+            "}"
+            "document.body.appendChild(form); form.submit();",
+            base + "/$console/entity/audit/actions?queue=dlq", action)
+        error = _until(browser, lambda d: d.find_elements(By.ID, "error"), f"the refused {action}")[0]
+        assert f"'{right}' claim(s) are required" in error.text and "Policy: 'reader'" in error.text
+        browser.back()
+    _shot(browser, "listen-only-refused")
+    with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
+            sb.get_queue_receiver("audit", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as receiver:
+        assert "keep-1" in {m.message_id for m in receiver.peek_messages(max_message_count=50)}

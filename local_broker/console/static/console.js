@@ -1,34 +1,67 @@
 // sbfed console: refreshes every element marked data-refresh once a second (its URL answers the element's
-// new inner HTML) and draws each entity's active count over the last 60 samples. No framework, no build.
+// new inner HTML) and plots each entity's messages per second (enqueued, completed, dead-lettered) over the
+// last 60 refreshes, from the totals the server puts on its sparkline. No framework, no build.
 "use strict";
 (function () {
-  const history = new Map();  // entity path -> recent active counts
   const SAMPLES = 60;
+  const SERIES = [  // dataset name, colour, label
+    ["enqueued", "#2563eb", "in"], ["completed", "#16a34a", "out"], ["deadLettered", "#dc2626", "DLQ"]];
+  const history = new Map();  // entity path -> {at, totals, rates: one array per series}
 
   function sample() {
     document.querySelectorAll("canvas.spark").forEach(function (canvas) {
       const key = canvas.dataset.entity;
-      const values = history.get(key) || [];
-      values.push(Number(canvas.dataset.count));
-      if (values.length > SAMPLES) values.shift();
-      history.set(key, values);
-      draw(canvas, values);
+      const at = Number(canvas.dataset.at);
+      const totals = SERIES.map(function (s) { return Number(canvas.dataset[s[0]]); });
+      let seen = history.get(key);
+      if (!seen) {
+        seen = {at: at, totals: totals, rates: SERIES.map(function () { return []; })};
+        history.set(key, seen);
+      } else if (at > seen.at) {
+        const seconds = at - seen.at;
+        totals.forEach(function (total, i) {
+          const rates = seen.rates[i];
+          rates.push(Math.max(0, total - seen.totals[i]) / seconds);  // totals restart with the broker
+          if (rates.length > SAMPLES) rates.shift();
+        });
+        seen.at = at;
+        seen.totals = totals;
+      }
+      canvas.dataset.samples = String(seen.rates[0].length);
+      draw(canvas, seen.rates);
+      const label = canvas.parentElement.querySelector(".rate");
+      if (label) label.textContent = describe(seen.rates);
     });
   }
 
-  function draw(canvas, values) {
+  function describe(rates) {
+    if (!rates[0].length) return "–";
+    const parts = SERIES.map(function (s, i) {
+      const last = rates[i][rates[i].length - 1];
+      return i === 2 && last === 0 ? "" : format(last) + " " + s[2];
+    }).filter(Boolean);
+    return parts.join(" · ") + "/s";
+  }
+
+  function format(rate) {
+    return rate >= 10 ? String(Math.round(rate)) : rate.toFixed(1);
+  }
+
+  function draw(canvas, rates) {
     const ctx = canvas.getContext("2d");
     ctx.clearRect(0, 0, canvas.width, canvas.height);
-    const top = Math.max(1, Math.max.apply(null, values));
+    const top = Math.max(1, Math.max.apply(null, [].concat.apply([], rates)));
     const step = canvas.width / (SAMPLES - 1);
-    ctx.strokeStyle = "#2563eb";
-    ctx.beginPath();
-    values.forEach(function (v, i) {
-      const x = (SAMPLES - values.length + i) * step;
-      const y = canvas.height - 1 - (v / top) * (canvas.height - 2);
-      if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+    rates.forEach(function (values, s) {
+      ctx.strokeStyle = SERIES[s][1];
+      ctx.beginPath();
+      values.forEach(function (v, i) {
+        const x = (SAMPLES - values.length + i) * step;
+        const y = canvas.height - 1 - (v / top) * (canvas.height - 2);
+        if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+      });
+      ctx.stroke();
     });
-    ctx.stroke();
   }
 
   function refresh() {

@@ -44,9 +44,13 @@ def test_counts_split_active_deferred_scheduled_and_dead_letters() -> None:
     [deferred] = ns.receive("orders", 1)
     ns.defer("orders", [deferred.lock_token])
     _dead_letter(ns, "orders", 1)
-    rows = {row.path: row for row in operations.entities(ns)}
+    clock.advance(2)
+    at, table = operations.entities(ns)
+    rows = {row.path: row for row in table}
     orders = rows["orders"]
+    assert at == clock.now()
     assert (orders.active, orders.deferred, orders.scheduled, orders.dead_letter) == (2, 1, 1, 1)
+    assert orders.totals == (4, 0, 1)  # the scheduled one is not enqueued yet
     assert rows["events/subscriptions/a"].rules == ["$Default: TrueFilter (1=1)"]
     assert [r.kind for r in rows.values()] == ["queue", "topic", "subscription", "subscription"]
 
@@ -100,4 +104,5 @@ def test_purge_removes_what_is_available() -> None:
     ns, _ = _namespace()
     ns.send("orders", [_text(str(i)) for i in range(1200)])
     assert operations.purge(ns, "orders") == 1200
-    assert operations.entities(ns)[0].active == 0
+    assert operations.entities(ns)[1][0].active == 0
+    assert operations.entities(ns)[1][0].totals == (1200, 1200, 0)
