@@ -145,6 +145,10 @@ class Console:
             at, rows = self.run_on_engine(operations.entities)
             return ConsoleResponse(200, pages.entity_rows(rows, at).encode(), HTML,
                                    {"Cache-Control": "no-store"})
+        if len(route) >= 3 and route[:2] == ["fragments", "entity"]:
+            at, row, _ = self._row("/".join(route[2:]))
+            return ConsoleResponse(200, pages.entity_counts(row, at).encode(), HTML,
+                                   {"Cache-Control": "no-store"})
         if len(route) >= 2 and route[0] == "entity":
             return self._entity("/".join(route[1:]), params, session)
         raise _Refused(404, f"No console page /{'/'.join(route)}.")
@@ -165,24 +169,29 @@ class Console:
         start = params.get("start", "0")
         if not start.isdigit():
             raise _Refused(400, f"'start' must be a sequence number, not '{start}'.")
-        row = self._row(path)
+        at, row, rows = self._row(path)
         messages: list[operations.PeekedMessage] = []
         if LISTEN in session.policy.rights and row.receivable:
             suffix = pages.SUB_QUEUES[sub_queue][0]
             messages = self.run_on_engine(
                 lambda ns: operations.peek(ns, row.path + suffix, int(start), PAGE_SIZE))
-        content = pages.entity_page(row, sub_queue, messages, int(start), PAGE_SIZE, session.policy.rights,
-                                    session.csrf)
+        down = {p["partition_id"] for p in self._fault_state()["partitions_down"]
+                if p["entity"].lower() == row.path.lower()}
+        subscriptions = [r for r in rows if r.kind == "subscription"
+                         and r.path.lower().startswith(row.path.lower() + "/subscriptions/")]
+        content = pages.entity_page(row, at, sub_queue, messages, int(start), PAGE_SIZE,
+                                    session.policy.rights, session.csrf, down, subscriptions)
         return self._html(200, pages.layout(self.namespace_name, f"{row.kind} {row.path}", content,
                                             params.get("note"), session.policy.name, session.csrf))
 
-    def _row(self, path: str) -> operations.EntityRow:
-        _, rows = self.run_on_engine(operations.entities)
+    def _row(self, path: str) -> tuple[float, operations.EntityRow, list[operations.EntityRow]]:
+        """When, the entity's row, and every row (as operations.entities reads them)."""
+        at, rows = self.run_on_engine(operations.entities)
         row = next((r for r in rows if r.path.lower() == path.lower()), None)
         if row is None:
             raise _Refused(404, f"No queue, topic or subscription '{path}' in namespace "
                                 f"'{self.namespace_name}'.")
-        return row
+        return at, row, rows
 
     def _fault_state(self) -> dict[str, Any]:
         return self.control.handle("GET", ["faults"], b"").body

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from local_broker.console.operations import EntityRow, PeekedMessage
+from local_broker.engine.message import DEAD_LETTER_ERROR_DESCRIPTION, DEAD_LETTER_REASON
 
 PREFIX = "/$console"
 
@@ -107,24 +108,39 @@ def entity_rows(rows: list[EntityRow], at: float) -> str:
     out = []
     for r in rows:
         indent = ' class="sub"' if r.kind == "subscription" else ""
-        arrows = ""
-        if r.forward_to:
-            arrows += f' <span class="arrow">→ {escape(r.forward_to)}</span>'
-        if r.forward_dead_letters_to:
-            arrows += f' <span class="arrow">DLQ → {escape(r.forward_dead_letters_to)}</span>'
-        details = [r.kind]
-        if r.partitions > 1:
-            details.append(f"{r.partitions} partitions")
-        if r.requires_session:
-            details.append("sessions")
-        details += r.rules
         name = f'<a href="{url("entity", r.path)}">{escape(r.path)}</a>'
         cells = [r.active, r.dead_letter, r.transfer_dead_letter, r.scheduled, r.deferred, r.size]
         counts = "".join(f"<td class='n'>{c}</td>" for c in cells)
-        out.append(f'<tr data-entity="{escape(r.path)}"{indent}><td>{name}{arrows}</td>'
+        out.append(f'<tr data-entity="{escape(r.path)}"{indent}><td>{name}{_arrows(r)}</td>'
                    f'<td>{escape(r.status)}</td>{counts}<td class="throughput">{_sparkline(r, at)}</td>'
-                   f'<td class="details">{escape("; ".join(details))}</td></tr>')
+                   f'<td class="details">{escape(_details(r))}</td></tr>')
     return "".join(out) or '<tr><td colspan="10">No queues or topics yet.</td></tr>'
+
+
+def _arrows(row: EntityRow) -> str:
+    """Where the entity forwards its messages and its dead letters."""
+    arrows = ""
+    if row.forward_to:
+        arrows += f' <span class="arrow">→ {escape(row.forward_to)}</span>'
+    if row.forward_dead_letters_to:
+        arrows += f' <span class="arrow">DLQ → {escape(row.forward_dead_letters_to)}</span>'
+    return arrows
+
+
+def _details(row: EntityRow) -> str:
+    details = [row.kind]
+    if row.partitions > 1:
+        details.append(f"{row.partitions} partitions")
+    if row.requires_session:
+        details.append("sessions")
+    return "; ".join(details + row.rules)
+
+
+def entity_counts(row: EntityRow, at: float) -> str:
+    """The entity page's counts and sparkline (refreshed every second like the namespace's table)."""
+    return (f'<span id="counts">active {row.active} · dead-letter {row.dead_letter} · transfer DLQ '
+            f'{row.transfer_dead_letter} · scheduled {row.scheduled} · deferred {row.deferred} · '
+            f'{row.size} bytes</span> <span class="throughput">{_sparkline(row, at)}</span>')
 
 
 def _sparkline(row: EntityRow, at: float) -> str:
@@ -139,21 +155,27 @@ SUB_QUEUES = {"main": ("", "messages"), "dlq": ("/$DeadLetterQueue", "dead-lette
               "tdlq": ("/$Transfer/$DeadLetterQueue", "transfer dead-letter queue")}
 
 
-def entity_page(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], from_sequence: int,
-                page_size: int, rights: frozenset[str], csrf: str) -> str:
+def entity_page(row: EntityRow, at: float, sub_queue: str, messages: list[PeekedMessage],
+                from_sequence: int, page_size: int, rights: frozenset[str], csrf: str,
+                partitions_down: set[int], subscriptions: list[EntityRow]) -> str:
+    """`subscriptions`: a topic's (linked from its page); `partitions_down`: those taken down."""
     tabs = "".join(
         f'<a href="{url("entity", row.path, queue=key)}" class="tab{" on" if key == sub_queue else ""}" '
         f'id="tab-{key}">{escape(label)}</a>' for key, (_, label) in SUB_QUEUES.items())
-    counts = (f'<p id="counts">active {row.active} · dead-letter {row.dead_letter} · transfer DLQ '
-              f'{row.transfer_dead_letter} · scheduled {row.scheduled} · deferred {row.deferred} · '
-              f'{row.size} bytes</p>')
+    refresh = url("fragments", "entity", row.path)
+    counts = (f'<p class="details" id="entity-details">{escape(row.status)}; {escape(_details(row))}'
+              f'{_arrows(row)}</p><p id="entity-counts" data-refresh="{refresh}">'
+              f'{entity_counts(row, at)}</p>')
     action = url("entity", row.path, "actions", queue=sub_queue)
     if not row.receivable:  # a topic holds its messages in its subscriptions
-        parts = [counts, "<p>A topic keeps its messages in its subscriptions; peek them there.</p>"]
+        links = "".join(f'<li><a href="{url("entity", s.path)}">{escape(s.path)}</a>{_arrows(s)}</li>'
+                        for s in subscriptions)
+        parts = [counts, "<p>A topic keeps its messages in its subscriptions; peek them there:</p>"
+                 f'<ul id="subscriptions">{links or "<li>none yet</li>"}</ul>']
         if "Send" in rights:
             parts.append(_send_form(row, action, csrf))
         if "Manage" in rights and row.partitions > 1:
-            parts.append(_partition_switches(row, csrf))
+            parts.append(_partition_switches(row, csrf, partitions_down))
         parts.append(_rights_note(row, sub_queue, rights))
         return "".join(parts)
     parts = [f'<nav class="tabs">{tabs}</nav>', counts]
@@ -164,7 +186,7 @@ def entity_page(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], f
         parts.append(f'<form method="post" action="{action}" class="inline">{_csrf(csrf)}'
                      '<button name="action" value="purge" id="purge">Purge</button></form>')
         if row.partitions > 1:
-            parts.append(_partition_switches(row, csrf))
+            parts.append(_partition_switches(row, csrf, partitions_down))
     parts.append(_rights_note(row, sub_queue, rights))
     parts.append(_messages(row, sub_queue, messages, from_sequence, page_size, action, rights, csrf))
     if sub_queue == "main" and "Send" in rights and row.kind == "queue":
@@ -179,7 +201,7 @@ def _rights_note(row: EntityRow, sub_queue: str, rights: frozenset[str]) -> str:
         missing.append("purging needs Manage")
     if sub_queue != "main" and not {"Listen", "Send"} <= rights:
         missing.append("resubmitting needs Listen and Send")
-    if sub_queue == "main" and "Send" not in rights:
+    if sub_queue == "main" and row.kind != "subscription" and "Send" not in rights:
         missing.append("sending needs Send")
     if "Manage" not in rights and row.partitions > 1:
         missing.append("partition switches need Manage")
@@ -189,12 +211,14 @@ def _rights_note(row: EntityRow, sub_queue: str, rights: frozenset[str]) -> str:
     return f'<p class="rights" id="rights-note">This session\'s policy has {held}: {"; ".join(missing)}.</p>'
 
 
-def _partition_switches(row: EntityRow, csrf: str) -> str:
-    buttons = "".join(
-        f'<button name="partition" value="{i}:{state}">{i} {state}</button>'
-        for i in range(row.partitions) for state in ("down", "up"))
+def _partition_switches(row: EntityRow, csrf: str, down: set[int]) -> str:
+    """One button per partition showing its state; a click switches it."""
+    switches = ((i, "down", "up", "bring it up") if i in down else (i, "up", "down", "take it down")
+                for i in range(row.partitions))
+    buttons = "".join(f'<button name="partition" value="{i}:{switch}" class="{state}" title="partition {i}: '
+                      f'{hint}">{i} {state}</button>' for i, state, switch, hint in switches)
     return (f'<form method="post" action="{url("entity", row.path, "partitions")}" class="partitions">'
-            f'{_csrf(csrf)}Partitions: {buttons}</form>')
+            f'{_csrf(csrf)}Partitions (click one to take it down or bring it up): {buttons}</form>')
 
 
 def _messages(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], from_sequence: int,
@@ -212,17 +236,29 @@ def _messages(row: EntityRow, sub_queue: str, messages: list[PeekedMessage], fro
                     f'<input type="hidden" name="sequence_number" value="{m.sequence_number}">'
                     '<button name="action" value="resubmit">Resubmit</button></form>' if can_resubmit else "")
         items.append(f'<article class="message" data-sequence="{m.sequence_number}"><h3>#{m.sequence_number}'
-                     f' {escape(str(m.system.get("MessageId", "")))}</h3>{resubmit}'
+                     f' {escape(str(m.system.get("MessageId", "")))}</h3>{_dead_letter_reason(m)}{resubmit}'
                      f'<div class="props"><table class="system"><caption>system properties</caption>{system}'
                      f'</table><table class="application"><caption>application properties</caption>{app}'
                      f'</table></div>{_body(m)}</article>')
-    next_from = messages[-1].sequence_number + 1 if len(messages) == page_size else None
-    pager = (f'<a id="next-page" href="{url("entity", row.path, queue=sub_queue, start=next_from)}">next '
-             f'{page_size} →</a>' if next_from else "")
+    # A partitioned entity's peek gives one partition's messages at a time: the next page may be the next's.
+    pager = ""
+    if messages and (len(messages) == page_size or row.partitions > 1):
+        label = f"next {page_size}" if len(messages) == page_size else "next partition"
+        following = url("entity", row.path, queue=sub_queue, start=messages[-1].sequence_number + 1)
+        pager = f'<a id="next-page" href="{following}">{label} →</a>'
     first = (f'<a href="{url("entity", row.path, queue=sub_queue)}">← first</a> '
              if from_sequence > 0 else "")
     return (f'<section><h2>Peek (from #{from_sequence})</h2>{"".join(items) or "<p>No messages.</p>"}'
             f'<p class="pager">{first}{pager}</p></section>')
+
+
+def _dead_letter_reason(m: PeekedMessage) -> str:
+    reason = m.application.get(DEAD_LETTER_REASON)
+    if reason is None:
+        return ""
+    description = m.application.get(DEAD_LETTER_ERROR_DESCRIPTION)
+    return (f'<p class="reason">dead-lettered: <b>{escape(str(reason))}</b>'
+            + (f" — {escape(str(description))}" if description is not None else "") + "</p>")
 
 
 def _body(m: PeekedMessage) -> str:
@@ -245,7 +281,8 @@ def _body(m: PeekedMessage) -> str:
 
 
 def _send_form(row: EntityRow, action: str, csrf: str) -> str:
-    session = ('<label>Session id <input name="session_id"></label>' if row.requires_session else "")
+    required = " required" if row.requires_session else ""  # a topic's subscriptions may want one too
+    session = f'<label>Session id <input name="session_id"{required}></label>'
     return (f'<section><h2>Send a test message</h2><form method="post" action="{action}" class="send">'
             f'{_csrf(csrf)}<label>Body <textarea name="body" rows="3"></textarea></label>'
             '<label>Message id <input name="message_id"></label>'

@@ -137,6 +137,26 @@ def test_the_sparkline_gets_the_entity_message_totals(broker: dict[str, Any]) ->
     assert now == [audit[0], audit[1] + 3, audit[2]]
 
 
+def test_paging_goes_through_every_partition(broker: dict[str, Any]) -> None:
+    """A partitioned queue's peek gives one partition at a time: the pager goes on to the next one."""
+    client = _manager(broker)
+    keys = ["k-a", "k-b"]  # two keys that map to two partitions (the engine hashes them with CRC-32)
+    _send(broker, "sharded", *[ServiceBusMessage(f"{key}-{i}", partition_key=key)
+                               for key in keys for i in range(3)])
+    seen: list[str] = []
+    link = "/$console/entity/sharded"
+    for _ in range(20):
+        page = client.get(link).html
+        seen += re.findall(r'<pre class="body-text">(k-[ab]-\d)</pre>', page)
+        following = re.search(r'id="next-page" href="([^"]+)"', page)
+        if following is None or len(seen) == 6:
+            break
+        link = following.group(1).replace("&amp;", "&")
+    assert sorted(seen) == [f"{key}-{i}" for key in keys for i in range(3)]
+    counts = client.get("/$console/fragments/entity/sharded")
+    assert counts.status == 200 and "active 6" in counts.html and 'class="spark"' in counts.html
+
+
 def test_paging_through_peeked_messages(broker: dict[str, Any]) -> None:
     client = _manager(broker)
     _send(broker, "audit", *[ServiceBusMessage(f"page-{i}") for i in range(25)])
@@ -157,6 +177,7 @@ def test_dead_letters_resubmit_and_purge(broker: dict[str, Any]) -> None:
             receiver.dead_letter_message(message, reason="BadOrder", error_description="no customer")
     dlq = client.get("/$console/entity/orders?queue=dlq")
     assert "BadOrder" in dlq.html and "no customer" in dlq.html and "dl-1" in dlq.html
+    assert "dead-lettered: <b>BadOrder</b> — no customer" in dlq.html
     dead = _row(client, "orders")[1]
     assert dead >= 1
     resubmitted = client.post("/$console/entity/orders/actions?queue=dlq", {"action": "resubmit"}, dlq.csrf)
@@ -269,6 +290,7 @@ def test_partitions_and_latency_switches(broker: dict[str, Any]) -> None:
     assert "partitions" in client.get("/$console/").html and 'value="3:down"' in page.html
     down = client.post("/$console/entity/sharded/partitions", {"partition": "3:down"}, page.csrf)
     assert down.status == 200 and "Partition 3 down." in down.html
+    assert 'value="3:up" class="down"' in down.html and 'value="4:down" class="up"' in down.html
     assert "sharded partition 3" in client.get("/$console/").html
     up = client.post("/$console/entity/sharded/partitions", {"partition": "3:up"}, page.csrf)
     assert up.status == 200 and "sharded partition 3" not in client.get("/$console/").html
@@ -283,6 +305,10 @@ def test_send_to_a_topic_reaches_its_subscription_and_its_forward(broker: dict[s
     client = _manager(broker)
     page = client.get("/$console/entity/events")
     assert page.status == 200 and "peek them there" in page.html and 'id="tab-dlq"' not in page.html
+    assert 'href="/$console/entity/events/subscriptions/all">events/subscriptions/all</a>' in page.html
+    subscription = client.get("/$console/entity/events/subscriptions/all").html
+    details = re.search(r'id="entity-details">(.*?)</p>', subscription).group(1)
+    assert "subscription" in details and "$Default: TrueFilter" in details and "→ audit" in details
     audit = _row(client, "audit")[0]
     sent = client.post("/$console/entity/events/actions?queue=main", {"action": "send", "body": "fan out"},
                        page.csrf)

@@ -184,8 +184,11 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
             sb.get_queue_receiver("orders", max_wait_time=5) as receiver:
         [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         receiver.dead_letter_message(message, reason="BadOrder", error_description="no customer")
+    _until(browser, lambda d: "dead-letter 1" in d.find_element(By.ID, "counts").text,
+           "the entity page's counts to follow without a reload")
     browser.find_element(By.ID, "tab-dlq").click()
     _until(browser, lambda d: "BadOrder" in d.find_element(By.TAG_NAME, "main").text, "the dead letter")
+    assert "dead-lettered: BadOrder — no customer" in browser.find_element(By.CSS_SELECTOR, "p.reason").text
     _shot(browser, "dead-letters")
     browser.find_element(By.ID, "resubmit-all").click()
     _until(browser, lambda d: d.find_elements(By.ID, "note"), "the resubmit note")
@@ -204,6 +207,14 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     _send(broker, "orders", ServiceBusMessage("after the outage"))
     _until(browser, lambda d: _active(d, "orders") == 5, "the message sent after the outage")
     _shot(browser, "namespace-back")
+
+    # A topic's page leads to its subscriptions, whose page says where it forwards.
+    browser.find_element(By.LINK_TEXT, "events").click()
+    _until(browser, lambda d: d.find_elements(By.ID, "subscriptions"), "the topic page")
+    _shot(browser, "topic")
+    browser.find_element(By.CSS_SELECTOR, "#subscriptions a").click()
+    _until(browser, lambda d: "→ audit" in d.find_element(By.ID, "entity-details").text,
+           "the subscription page")
 
 
 def test_a_listen_only_key_finds_no_purge_or_resubmit(broker: dict[str, Any],
