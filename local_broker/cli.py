@@ -1,18 +1,20 @@
 """`sbfed broker ...`: run the local Service Bus-compatible broker.
 
     sbfed broker serve [--topology FILE] [--data DIR [--sync full|normal] | --in-memory]
-                       [--amqp-port 5672] [--admin-port 5300] [--host 127.0.0.1]
+                       [--amqp-port 5672] [--admin-port 5300] [--amqps-port 5671] [--websocket-port 5443]
+                       [--tls-cert PEM --tls-key PEM] [--host 127.0.0.1]
                        [--print-json] [--ready-file PATH] [--log-level INFO]
                        [--max-connections 5000] [--handshake-timeout 20] [--max-size-mb 409600]
     sbfed broker fault ...            inject faults into a running namespace (local_broker.fault_cli)
 
-With no arguments it stands in for the official Service Bus emulator: one namespace (`sbemulatorns`), AMQP
-on 5672, management and `/health` on 5300, `RootManageSharedAccessKey` with the key `SAS_KEY_VALUE`, durable
-in the default data directory. A topology file (or the emulator's Config.json) gets the same defaults
-unless it says otherwise. Prints one block per namespace with its connection strings (`--print-json`: one
-JSON object per line; `--ready-file`: the same JSON list written to a file once every port is bound, for
-scripts and drills). Runs until SIGINT/SIGTERM, then shuts down cleanly. An invalid topology prints one
-line per problem and exits 2; a port already taken exits 1.
+With no arguments it stands in for the official Service Bus emulator: one namespace (`sbemulatorns`), AMQP on
+5672, management and `/health` on 5300, `RootManageSharedAccessKey` with the key `SAS_KEY_VALUE`, durable in
+the default data directory; and, as Service Bus itself, AMQPS on 5671 and AMQP over WebSockets on 5443
+(Service Bus's 443, unprivileged here), both with the broker's certificate (its path is printed). A topology
+file (or the emulator's Config.json) gets the same defaults unless it says otherwise. Prints one block per
+namespace with its connection strings (`--print-json`: one JSON object per line; `--ready-file`: the same JSON
+list written to a file once every port is bound, for scripts and drills). Runs until SIGINT/SIGTERM, then
+shuts down cleanly. An invalid topology prints one line per problem and exits 2; a port already taken exits 1.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 import threading
 from pathlib import Path
 
-from local_broker.endpoints import DEFAULT_ADMIN_PORT, DEFAULT_AMQP_PORT, PortChoice
+from local_broker.endpoints import DEFAULT_PORTS, PortChoice
 from topology import NamespaceSpec, Topology, TopologyError
 from topology.emulator import DEFAULT_NAMESPACE
 
@@ -52,8 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve", help="host the namespaces of a topology file (or an emulator Config.json)",
         description="With no arguments: the official emulator's equivalent (namespace sbemulatorns, AMQP on "
-                    f"{DEFAULT_AMQP_PORT}, management and /health on {DEFAULT_ADMIN_PORT}, "
-                    "RootManageSharedAccessKey=SAS_KEY_VALUE), durable in the default data directory "
+                    f"{DEFAULT_PORTS['amqp_port']}, management and /health on {DEFAULT_PORTS['admin_port']}, "
+                    "RootManageSharedAccessKey=SAS_KEY_VALUE), plus AMQPS on "
+                    f"{DEFAULT_PORTS['amqps_port']} and AMQP over WebSockets on "
+                    f"{DEFAULT_PORTS['websocket_port']}, durable in the default data directory "
                     f"({default_data_dir()}). Ports and keys, once chosen, are kept in the data directory.")
     serve.add_argument("--topology", help="topology YAML/JSON, or the emulator's Config.json (default: one "
                                           "namespace sbemulatorns with no entities)")
@@ -66,11 +70,22 @@ def _parser() -> argparse.ArgumentParser:
                             "disk (they survive power loss); normal survives a killed broker process")
     serve.add_argument("--amqp-port", type=int, metavar="PORT",
                        help=f"AMQP port of the first namespace the topology does not pin, the next ones +1 "
-                            f"(default: the port kept in the data directory, else {DEFAULT_AMQP_PORT}; "
-                            "0: any free port)")
+                            "(default: the port kept in the data directory, else "
+                            f"{DEFAULT_PORTS['amqp_port']}; 0: any free port)")
     serve.add_argument("--admin-port", type=int, metavar="PORT",
                        help="management (HTTPS and plain HTTP) and /health port, likewise (default: kept, "
-                            f"else {DEFAULT_ADMIN_PORT}; 0: any free port)")
+                            f"else {DEFAULT_PORTS['admin_port']}; 0: any free port)")
+    serve.add_argument("--amqps-port", type=int, metavar="PORT",
+                       help="AMQP over TLS, likewise but the next namespaces -1 (default: kept, else "
+                            f"{DEFAULT_PORTS['amqps_port']}, Service Bus's; 0: any free port)")
+    serve.add_argument("--websocket-port", type=int, metavar="PORT",
+                       help="AMQP over WebSockets (TLS, path /$servicebus/websocket), likewise "
+                            f"(default: kept, else {DEFAULT_PORTS['websocket_port']}, for Service "
+                            "Bus's 443; 0: any free port)")
+    serve.add_argument("--tls-cert", metavar="PEM",
+                       help="certificate (chain) for AMQPS, WebSockets and the admin port, with --tls-key "
+                            "(default: a self-signed one made in the data directory)")
+    serve.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--print-json", action="store_true", help="print each namespace as a JSON line")
     serve.add_argument("--ready-file", help="write the namespaces as JSON to this file once ready")
@@ -102,18 +117,22 @@ def main(argv: list[str]) -> int:
         from local_broker import fault_cli
 
         return fault_cli.main(argv[1:])
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from local_broker.server import BrokerServer
 
     data_dir = None if args.in_memory else (args.data or str(default_data_dir()))
-    ports = PortChoice(args.amqp_port, args.admin_port, DEFAULT_AMQP_PORT, DEFAULT_ADMIN_PORT)
+    ports = PortChoice({kind: getattr(args, kind) for kind in DEFAULT_PORTS}, DEFAULT_PORTS)
     try:
         server = BrokerServer(args.topology or emulator_topology(), data_dir=data_dir,
                               in_memory=args.in_memory, host=args.host, synchronous=args.sync.upper(),
                               ports=ports, max_connections=args.max_connections,
-                              handshake_timeout=args.handshake_timeout, max_size_mb=args.max_size_mb)
+                              handshake_timeout=args.handshake_timeout, max_size_mb=args.max_size_mb,
+                              tls=(args.tls_cert, args.tls_key) if args.tls_cert else None)
     except TopologyError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -141,9 +160,11 @@ def main(argv: list[str]) -> int:
             print(json.dumps(entry), flush=True)
         else:
             print(f"namespace {entry['namespace']}: amqp port {entry['amqp_port']}, "
-                  f"admin port {entry['admin_port']}\n  {entry['emulator_connection_string']}\n"
+                  f"admin port {entry['admin_port']}, amqps port {entry['amqps_port']}, "
+                  f"websocket port {entry['websocket_port']}\n  {entry['emulator_connection_string']}\n"
                   f"  admin: {entry['emulator_admin_connection_string']}\n"
-                  f"  certificate (HTTPS): {entry['cert_path']}\n"
+                  f"  AMQPS / WebSockets (no emulator mode): {entry['amqps_connection_string']}\n"
+                  f"  certificate (HTTPS, AMQPS, WebSockets; trust it as a CA): {entry['cert_path']}\n"
                   f"  console (one-time login link): {entry['console_url']}", flush=True)
     if not args.print_json:
         print(f"data: {data_dir or 'in memory'}", flush=True)

@@ -1,13 +1,16 @@
 """Where each namespace listens and which key opens it, chosen once and kept beside the data.
 
-A namespace's AMQP and admin ports come from, in order: the topology (`local.amqp_port`, `local.admin_port`;
-0 = any free port), the command line (`--amqp-port`, `--admin-port`), what the data directory remembers from
-the last start, and the defaults (the emulator's 5672 and 5300). Ports taken from a base (command line or
-default) go up by one per namespace in file order. Keys: the topology's `policies`, else the remembered
+A namespace listens on four ports: AMQP (plain, the emulator's), the admin port (HTTPS management), AMQPS
+(AMQP over TLS, Service Bus's 5671) and AMQP over WebSockets (TLS; Service Bus uses 443, the broker an
+unprivileged 5443). Each comes from, in order: the topology (`local.amqp_port`, `local.admin_port`,
+`local.amqps_port`, `local.websocket_port`; 0 = any free port), the command line (`--amqp-port`, ...), what
+the data directory remembers from the last start, and the defaults (5672, 5300, 5671, 5443). Ports taken from
+a base (command line or default) go up by one per namespace in file order, the AMQPS ports down by one (5671,
+5670, ...: they never meet the AMQP ports above them). Keys: the topology's `policies`, else the remembered
 ones, else `RootManageSharedAccessKey` with a key of its own: the emulator's well-known `SAS_KEY_VALUE` for
-the first namespace on a loopback address, a generated one for any other (namespaces never share a key,
-as in Azure). `broker.json` in the data directory keeps what was chosen, so a
-restart never breaks a configured client.
+the first namespace on a loopback address, a generated one for any other (namespaces never share a key, as in
+Azure). `broker.json` in the data directory keeps what was chosen, so a restart never breaks a configured
+client.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import base64
 import ipaddress
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +27,26 @@ from local_broker.auth import ALL_RIGHTS, DEFAULT_POLICY_NAME, SharedAccessPolic
 from local_broker.topology import EMULATOR_KEY, declared_policies
 from topology import NamespaceSpec
 
-DEFAULT_AMQP_PORT = 5672
-DEFAULT_ADMIN_PORT = 5300
+DEFAULT_PORTS = {"amqp_port": 5672, "admin_port": 5300, "amqps_port": 5671, "websocket_port": 5443}
+FOLLOW_AMQP = ("amqps_port", "websocket_port")  # any free port when the AMQP port is, unless set themselves
+STEP = {"amqp_port": 1, "admin_port": 1, "amqps_port": -1, "websocket_port": 1}  # per namespace from a base
 STATE_FILE = "broker.json"
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    amqp_port: int
-    admin_port: int
+    ports: dict[str, int]  # by kind: amqp_port, admin_port, amqps_port, websocket_port
     policies: list[SharedAccessPolicy]
-    amqp_option: str  # how to change the port, for the "port taken" message
-    admin_option: str
+    options: dict[str, str]  # how to change each port, for the "port taken" message
 
 
 @dataclass(frozen=True)
 class PortChoice:
-    """Base ports from the command line (None: not given) and the defaults under them."""
+    """Base ports from the command line by kind (missing or None: not given) and the defaults under them
+    (missing: any free port)."""
 
-    amqp: int | None = None
-    admin: int | None = None
-    default_amqp: int = 0
-    default_admin: int = 0
+    given: dict[str, int | None] = field(default_factory=dict)
+    defaults: dict[str, int] = field(default_factory=dict)
 
 
 def choose(specs: list[NamespaceSpec], ports: PortChoice, remembered: dict[str, Any], host: str,
@@ -53,11 +54,15 @@ def choose(specs: list[NamespaceSpec], ports: PortChoice, remembered: dict[str, 
     chosen = {}
     for index, spec in enumerate(specs):
         kept = remembered.get(spec.name) or {}
-        amqp, amqp_option = _port(spec, "amqp_port", ports.amqp, kept, ports.default_amqp, index, source)
-        admin, admin_option = _port(spec, "admin_port", ports.admin, kept, ports.default_admin, index, source)
+        picked: dict[str, tuple[int, str]] = {}
+        for kind in DEFAULT_PORTS:  # the AMQP port first: the TLS ports may follow it
+            follows = kind in FOLLOW_AMQP and picked["amqp_port"][0] == 0
+            picked[kind] = _port(spec, kind, ports.given.get(kind), {} if follows else kept,
+                                 0 if follows else ports.defaults.get(kind, 0), index, source)
         well_known = index == 0 and _is_loopback(host)
         policies = declared_policies(spec) or _remembered_policies(kept) or [_default_policy(well_known)]
-        chosen[spec.name] = Endpoint(amqp, admin, policies, amqp_option, admin_option)
+        chosen[spec.name] = Endpoint({kind: port for kind, (port, _) in picked.items()}, policies,
+                                     {kind: option for kind, (_, option) in picked.items()})
     return chosen
 
 
@@ -67,10 +72,10 @@ def _port(spec: NamespaceSpec, key: str, given: int | None, kept: dict[str, Any]
     if key in spec.local:
         return int(spec.local[key]), f"local.{key} of namespace {spec.name} in {source}"
     if given is not None:
-        return (given + index if given else 0), option
+        return (given + STEP[key] * index if given else 0), option
     if key in kept:
         return int(kept[key]), option
-    return (default + index if default else 0), option
+    return (default + STEP[key] * index if default else 0), option
 
 
 def _remembered_policies(kept: dict[str, Any]) -> list[SharedAccessPolicy]:
@@ -101,12 +106,13 @@ def read_state(data_dir: str | None) -> dict[str, Any]:
         return {}
 
 
-def write_state(data_dir: str, namespaces: dict[str, tuple[int, int, list[SharedAccessPolicy]]]) -> None:
+def write_state(data_dir: str,
+                namespaces: dict[str, tuple[dict[str, int], list[SharedAccessPolicy]]]) -> None:
     """Remember each namespace's bound ports and keys (readable by the owner only: it holds keys)."""
     state = {"namespaces": {
-        name: {"amqp_port": amqp, "admin_port": admin,
+        name: {**ports,
                "policies": [{"name": p.name, "key": p.key, "rights": sorted(p.rights)} for p in policies]}
-        for name, (amqp, admin, policies) in namespaces.items()}}
+        for name, (ports, policies) in namespaces.items()}}
     path = Path(data_dir) / STATE_FILE
     temporary = path.with_suffix(".tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

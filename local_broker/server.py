@@ -41,22 +41,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from local_broker.auth import MANAGE, NamespaceAuth, SharedAccessPolicy
-from local_broker.endpoints import DEFAULT_AMQP_PORT, Endpoint, PortChoice, choose, read_state, write_state
+from local_broker.endpoints import DEFAULT_PORTS, Endpoint, PortChoice, choose, read_state, write_state
 from local_broker.engine import NamespaceConfig, SystemClock
 from local_broker.engine.namespace import Namespace
 from local_broker.faults import FaultState, NamespaceFaults
 from local_broker.store import MemoryStore, SqliteStore
-from local_broker.tls import ensure_certificate
+from local_broker.tls import Certificate, ensure_certificate, supplied_certificate
 from local_broker.topology import apply_entities, check_sql
 from local_broker.wire.admin.server import AdminServer
 from local_broker.wire.amqp.endpoint import MAX_CONNECTIONS, NamespaceEndpoint
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import EngineThread
 from local_broker.wire.amqp.sasl import HANDSHAKE_TIMEOUT_S, SaslListener
+from local_broker.wire.amqp.streams import Layers
 from topology import NamespaceSpec, Topology, add_check, load, parse
 
 log = logging.getLogger("local_broker.server")
 HEALTH_TIMEOUT_S = 5.0
+LISTENER_NAMES = {"amqp_port": "AMQP", "amqps_port": "AMQPS", "websocket_port": "AMQP over WebSockets"}
 T = TypeVar("T")
 
 
@@ -68,6 +70,8 @@ class HostedNamespace:
     host: str
     amqp_port: int
     admin_port: int
+    amqps_port: int
+    websocket_port: int
     policy: SharedAccessPolicy
     cert_path: str
     engine: Any
@@ -84,6 +88,13 @@ class HostedNamespace:
         return self._connection_string(self.host, f":{self.amqp_port}", ";UseDevelopmentEmulator=true")
 
     @property
+    def amqps_connection_string(self) -> str:
+        """Azure's form (no emulator flag): AMQP over TLS, for clients with no emulator mode. The port is left
+        out when it is Service Bus's 5671 (clients that ignore it, such as the Python SDK, are then right)."""
+        port = "" if self.amqps_port == DEFAULT_PORTS["amqps_port"] else f":{self.amqps_port}"
+        return self._connection_string(_client_host(self.host), f"{port}/", "")
+
+    @property
     def admin_connection_string(self) -> str:
         return self._connection_string(self.host, f":{self.admin_port}", "")
 
@@ -91,7 +102,7 @@ class HostedNamespace:
     def emulator_connection_string(self) -> str:
         """The official emulator's form (`Endpoint=sb://localhost;...;UseDevelopmentEmulator=true;`), the
         port left out when it is the emulator's 5672."""
-        port = "" if self.amqp_port == DEFAULT_AMQP_PORT else f":{self.amqp_port}"
+        port = "" if self.amqp_port == DEFAULT_PORTS["amqp_port"] else f":{self.amqp_port}"
         return self._connection_string(_client_host(self.host), port, ";UseDevelopmentEmulator=true;")
 
     @property
@@ -99,9 +110,16 @@ class HostedNamespace:
         return self._connection_string(_client_host(self.host), f":{self.admin_port}",
                                        ";UseDevelopmentEmulator=true;")
 
+    @property
+    def ports(self) -> dict[str, int]:
+        return {"amqp_port": self.amqp_port, "admin_port": self.admin_port, "amqps_port": self.amqps_port,
+                "websocket_port": self.websocket_port}
+
     def describe(self) -> dict[str, Any]:
         return {"namespace": self.name, "amqp_port": self.amqp_port, "admin_port": self.admin_port,
+                "amqps_port": self.amqps_port, "websocket_port": self.websocket_port,
                 "connection_string": self.connection_string,
+                "amqps_connection_string": self.amqps_connection_string,
                 "admin_connection_string": self.admin_connection_string,
                 "emulator_connection_string": self.emulator_connection_string,
                 "emulator_admin_connection_string": self.emulator_admin_connection_string,
@@ -172,7 +190,9 @@ class BrokerServer:
                  data_dir: str | None = None, in_memory: bool | None = None, host: str = "127.0.0.1",
                  synchronous: str = "FULL", ports: PortChoice | None = None,
                  max_connections: int = MAX_CONNECTIONS, handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
-                 max_size_mb: int | None = None) -> None:
+                 max_size_mb: int | None = None, tls: tuple[str, str] | None = None) -> None:
+        """`tls`: a certificate (chain) file and its key file for AMQPS, WebSockets and the admin port; None:
+        the broker's own self-signed certificate, made on first start beside the data."""
         add_check(check_sql)
         if isinstance(topology, str | os.PathLike):
             topology = load(topology)
@@ -188,6 +208,7 @@ class BrokerServer:
         self.max_connections = max_connections  # AMQP connections per namespace
         self.handshake_timeout = handshake_timeout  # seconds from accept to the client's AMQP open
         self.max_size_mb = max_size_mb  # all messages of a namespace together (None: Service Bus Standard's)
+        self.tls = tls
         self.namespaces: dict[str, HostedNamespace] = {}
         self.thread = EngineThread()
         self._admins: list[AdminServer] = []
@@ -199,17 +220,20 @@ class BrokerServer:
         cert_dir = self.data_dir or tempfile.mkdtemp(prefix="sbfed-broker-")
         if self.data_dir is None:
             self._temp_dir = cert_dir
-        certificate = ensure_certificate(cert_dir)
+        certificate = supplied_certificate(*self.tls) if self.tls else ensure_certificate(cert_dir)
         self.cert_path = str(certificate.cert_path)
         durable = None if self.in_memory else self.data_dir
         endpoints = choose(self.specs, self.ports, read_state(durable), self.host, self.topology.source)
+        context = certificate.server_context()
+        layers = {"amqp_port": None, "amqps_port": Layers(context), "websocket_port": Layers(context, True)}
         for spec in self.specs:
-            self._host(spec, endpoints[spec.name], certificate)
+            self._host(spec, endpoints[spec.name], certificate, layers)
         self.thread.start()
         browser_host = _browser_host(self.host)
         for (name, hosted), admin in zip(self.namespaces.items(), self._admins, strict=True):
-            with _naming_taken_port(endpoints[name].admin_port, f"the admin port of namespace {name}",
-                                    endpoints[name].admin_option):
+            chosen = endpoints[name]
+            with _naming_taken_port(chosen.ports["admin_port"], f"the admin port of namespace {name}",
+                                    chosen.options["admin_port"]):
                 admin.start()
             hosted.admin_port = admin.port
             admin.console.amqp_address = (_client_host(self.host), hosted.amqp_port)
@@ -219,10 +243,11 @@ class BrokerServer:
         for admin in self._admins:
             admin.console.namespaces = addresses
         if durable is not None:
-            write_state(durable, {name: (h.amqp_port, h.admin_port, endpoints[name].policies)
-                                  for name, h in self.namespaces.items()})
+            write_state(durable, {name: (hosted.ports, endpoints[name].policies)
+                                  for name, hosted in self.namespaces.items()})
 
-    def _host(self, spec: NamespaceSpec, chosen: Endpoint, certificate: Any) -> None:
+    def _host(self, spec: NamespaceSpec, chosen: Endpoint, certificate: Certificate,
+              layers: dict[str, Layers | None]) -> None:
         engine, sync = self._open_engine(spec)
         apply_entities(engine, spec, self.topology.source)
         engine.commit()
@@ -232,11 +257,14 @@ class BrokerServer:
         auth = NamespaceAuth(chosen.policies)
         faults = NamespaceFaults()
         endpoint = NamespaceEndpoint(spec.name, engine, auth, self.thread, faults, sync, self.max_connections)
-        what = f"the AMQP port of namespace {spec.name}"
-        with _naming_taken_port(chosen.amqp_port, what, chosen.amqp_option):
-            listener = SaslListener(self.thread.loop, self.host, chosen.amqp_port, auth, endpoint,
-                                    endpoint.accept_connection, faults, self.handshake_timeout)
-        self.thread.on_closing(listener.close)
+        listeners = {}
+        for kind, layer in layers.items():
+            what = f"the {LISTENER_NAMES[kind]} port of namespace {spec.name}"
+            with _naming_taken_port(chosen.ports[kind], what, chosen.options[kind]):
+                listeners[kind] = SaslListener(
+                    self.thread.loop, self.host, chosen.ports[kind], auth, endpoint,
+                    endpoint.accept_connection, faults, self.handshake_timeout, layer)
+            self.thread.on_closing(listeners[kind].close)
         self.thread.on_closing(endpoint.close)
         self.thread.on_closing(engine.close)
         faults.on_change(lambda old, new, e=endpoint: self._on_fault_change(e, old, new))
@@ -244,12 +272,14 @@ class BrokerServer:
         def run_on_engine(fn: Callable[[Any], T], engine: Any = engine) -> T:
             return self.thread.call(lambda: fn(engine), participant=endpoint)
 
-        admin = AdminServer(spec.name, self.host, chosen.admin_port, str(certificate.cert_path),
+        admin = AdminServer(spec.name, self.host, chosen.ports["admin_port"], str(certificate.cert_path),
                             str(certificate.key_path), auth, run_on_engine, faults,
-                            health=lambda: self._problems(engine, endpoint, listener))
+                            health=lambda: self._problems(engine, endpoint, listeners))
         self._admins.append(admin)
         self.namespaces[spec.name] = HostedNamespace(
-            name=spec.name, host=self.host, amqp_port=listener.port, admin_port=chosen.admin_port,
+            name=spec.name, host=self.host, amqp_port=listeners["amqp_port"].port,
+            admin_port=chosen.ports["admin_port"], amqps_port=listeners["amqps_port"].port,
+            websocket_port=listeners["websocket_port"].port,
             policy=_connection_policy(chosen.policies), cert_path=str(certificate.cert_path), engine=engine,
             faults=faults, endpoint=endpoint)
 
@@ -269,15 +299,17 @@ class BrokerServer:
         engine = Namespace.open(store, config=config, clock=SystemClock())
         return engine, (WalSync(path) if self.synchronous == "FULL" else None)
 
-    def _problems(self, engine: Any, endpoint: NamespaceEndpoint, listener: SaslListener) -> list[str]:
+    def _problems(self, engine: Any, endpoint: NamespaceEndpoint,
+                  listeners: dict[str, SaslListener]) -> list[str]:
         """What keeps a namespace from serving fully (empty: healthy), asked of the reactor itself."""
         if not self.thread.alive:
             return ["the AMQP reactor thread has stopped: no AMQP client is served"]
 
         def check() -> list[str]:
             problems = []
-            if not listener.listening:
-                problems.append("the AMQP listener is closed")
+            for kind, listener in listeners.items():
+                if not listener.listening:
+                    problems.append(f"the {LISTENER_NAMES[kind]} listener is closed")
             if not engine.has_storage_room():
                 problems.append("storage full: the disk under the namespace's store is nearly full; sends "
                                 "are refused, receives and settlements work")

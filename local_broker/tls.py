@@ -1,4 +1,5 @@
-"""The management endpoint's self-signed certificate, made on first start and kept beside the data.
+"""The broker's certificate (management HTTPS, AMQPS, AMQP over WebSockets): self-signed, made on first start
+and kept beside the data, unless the user supplies one (`supplied_certificate`).
 
 Clients trust it explicitly instead of turning verification off:
 `ServiceBusAdministrationClient.from_connection_string(cs, connection_verify="<dir>/broker-cert.pem")`.
@@ -34,6 +35,10 @@ _KEY_USAGE = x509.KeyUsage(
 )
 
 
+class CertificateError(OSError):
+    """A supplied certificate or key cannot be served (missing, unreadable, or not a pair)."""
+
+
 @dataclass(frozen=True)
 class Certificate:
     cert_path: Path
@@ -61,6 +66,17 @@ def ensure_certificate(directory: str | os.PathLike[str], now: datetime | None =
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     found.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return found
+
+
+def supplied_certificate(cert_path: str | os.PathLike[str], key_path: str | os.PathLike[str]) -> Certificate:
+    """The user's certificate (PEM chain) and key, checked to load together now rather than at a handshake."""
+    supplied = Certificate(Path(cert_path), Path(key_path))
+    try:
+        supplied.server_context()
+    except (OSError, ssl.SSLError) as exc:
+        raise CertificateError(f"cannot serve TLS with certificate {cert_path} and key {key_path}: {exc}") \
+            from None
+    return supplied
 
 
 def _usable(found: Certificate, now: datetime) -> bool:

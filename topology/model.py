@@ -64,7 +64,7 @@ class NamespaceSpec:
     queues: list[QueueSpec] = field(default_factory=list)
     topics: list[TopicSpec] = field(default_factory=list)
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {key, rights}
-    local: dict[str, Any] = field(default_factory=dict)  # amqp_port, admin_port, max_message_size_kb
+    local: dict[str, Any] = field(default_factory=dict)  # the four *_port, max_message_size_kb
 
     def queue(self, name: str) -> QueueSpec | None:
         return next((q for q in self.queues if q.name.lower() == name.lower()), None)

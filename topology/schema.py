@@ -94,6 +94,8 @@ RIGHTS = ("Manage", "Send", "Listen")
 LOCAL: dict[str, Property] = {
     "amqp_port": Property("int", 0, 65535),
     "admin_port": Property("int", 0, 65535),
+    "amqps_port": Property("int", 0, 65535),
+    "websocket_port": Property("int", 0, 65535),
     "max_message_size_kb": Property("int", 256, 102400),
 }
 

@@ -68,6 +68,7 @@ class Loop:
         self._ticket = itertools.count()
         self._by_transport: dict[Any, TransportIO] = {}
         self.touched: set[TransportIO] = set()
+        self._unseen_input: set[int] = set()  # fds `readable` has reported for the next poll
         self._woken, self._wake_out = socket.socketpair()
         self._woken.setblocking(False)
         self._wake_out.setblocking(False)
@@ -101,6 +102,21 @@ class Loop:
     def adopt(self, io: TransportIO) -> None:
         self._by_transport[io.transport._impl] = io
         self.touched.add(io)
+
+    def readable(self, fd: int) -> None:
+        """Report `fd` readable at the next poll, whatever its socket holds: a layer above the socket (TLS,
+        WebSocket: streams.py) has input that epoll cannot see."""
+        if fd in self._unseen_input:
+            return
+        self._unseen_input.add(fd)
+
+        def report() -> None:
+            self._unseen_input.discard(fd)
+            channel = self._channels.get(fd)
+            if channel is not None:
+                channel.on_io(select.EPOLLIN)
+
+        self.schedule(0.0, report)
 
     def release(self, io: TransportIO) -> None:
         self._by_transport.pop(io.transport._impl, None)

@@ -7,8 +7,9 @@ checks the `sasl-init`, sends the `sasl-outcome`, and only then hands the socket
 read past the SASL frames) to a proton server transport that expects the AMQP header.
 
 A `SaslDoor` is the loop's channel for an accepted socket during the exchange; then a `TransportIO`
-(loop.py) takes the socket over. A socket that has not opened its AMQP connection within the handshake
-timeout is closed, whatever step it is at.
+(loop.py) takes the socket over. On the AMQPS and WebSocket listeners both read and write through the
+socket's layers (streams.py: TLS, WebSocket). A socket that has not opened its AMQP connection within the
+handshake timeout is closed, whatever step it is at (TLS and the WebSocket upgrade included).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from local_broker.wire.amqp import compat
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.loop import READ, Loop, TransportIO
 from local_broker.wire.amqp.reactor import Guarded
+from local_broker.wire.amqp.streams import LayeredIO, Layers
 from local_broker.wire.amqp.values import decode_value
 
 log = logging.getLogger("local_broker.amqp")
@@ -171,7 +173,8 @@ class SaslDoor:
         connection.handler = Guarded(self.listener.handler)
         connection.collect(self.listener.loop.collector)
         transport = compat.BrokerTransport()
-        self.io = TransportIO(self.listener.loop, self.sock, connection, transport, self.leftover)
+        io_type = TransportIO if self.listener.layers is None else LayeredIO
+        self.io = io_type(self.listener.loop, self.sock, connection, transport, self.leftover)
         self.listener.on_connection(connection, self.claim, self.peer)
         self.leftover = b""
 
@@ -203,7 +206,9 @@ class SaslListener:
 
     def __init__(self, loop: Loop, host: str, port: int, auth: NamespaceAuth, handler: Handler,
                  on_connection: OnConnection, faults: NamespaceFaults | None = None,
-                 handshake_timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT_S, layers: Layers | None = None) -> None:
+        """`layers`: TLS (and WebSocket) between each socket and SASL; None: plain AMQP."""
+        self.layers = layers
         self.handshake_timeout = handshake_timeout
         self.faults = faults or NamespaceFaults()
         self.loop = loop
@@ -234,7 +239,7 @@ class SaslListener:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
-                SaslDoor(sock, self)
+                SaslDoor(sock if self.layers is None else self.layers.wrap(sock, self.loop), self)
             except OSError:  # the peer left already (getpeername fails)
                 sock.close()
 

@@ -1,0 +1,66 @@
+"""Connections whose bytes pass layers above the socket: AMQPS (TLS) and AMQP over WebSockets (TLS, then
+WebSocket frames).
+
+A layer (tls_stream.py, websocket.py) looks like a socket to the SASL door and to `TransportIO`, but it
+can hold bytes that epoll cannot see: ciphertext or frames the socket has not taken yet (`unsent`), and
+plaintext decoded beyond what the last read asked for (`unread`). `LayeredIO` is the `TransportIO` that
+tells the loop about both: it keeps watching for writability while output waits below, and asks for
+another read while input waits above the socket.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+from proton import ProtonException
+
+from local_broker.wire.amqp.loop import READ, WRITE, Loop, TransportIO
+from local_broker.wire.amqp.tls_stream import TlsStream
+from local_broker.wire.amqp.websocket import WebSocketStream
+
+
+@dataclass(frozen=True)
+class Layers:
+    """What a listener puts between each accepted socket and AMQP: TLS, then WebSocket if `websocket`."""
+
+    context: ssl.SSLContext
+    websocket: bool = False
+
+    def wrap(self, sock: socket.socket, loop: Loop) -> Any:
+        stream: Any = TlsStream(sock, self.context)
+        if self.websocket:
+            stream = WebSocketStream(stream)
+        fd = sock.fileno()
+        stream.on_unread = lambda: loop.readable(fd)
+        return stream
+
+
+class LayeredIO(TransportIO):
+    """A `TransportIO` over a layered stream (see the module docstring)."""
+
+    __slots__ = ()
+
+    def _write(self) -> None:
+        try:
+            self.sock.drain()
+        except OSError:
+            self.transport.close_head()
+            return
+        super()._write()
+
+    def flush(self) -> None:
+        super().flush()
+        if self.closed:
+            return
+        stream = self.sock
+        try:
+            capacity = self.transport.capacity()
+        except ProtonException:
+            return
+        if stream.unsent:
+            self.loop.watch(stream.fileno(), self, (READ if capacity > 0 else 0) | WRITE)
+        if stream.unread and capacity > 0:
+            self.loop.readable(stream.fileno())
