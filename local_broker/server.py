@@ -237,11 +237,14 @@ class BrokerServer:
                 admin.start()
             hosted.admin_port = admin.port
             admin.console.amqp_address = (_client_host(self.host), hosted.amqp_port)
+            admin.console.admin_address = (_client_host(self.host), admin.port)
+            admin.console.certificate = self.cert_path
             hosted.console_url = admin.console.login_url(f"http://{browser_host}:{admin.port}") or ""
             log_event(log, logging.INFO, "namespace-ready", **hosted.describe())
-        addresses = {name: f"http://{browser_host}:{h.admin_port}" for name, h in self.namespaces.items()}
+        consoles = {name: (f"http://{browser_host}:{h.admin_port}", h.faults)
+                    for name, h in self.namespaces.items()}
         for admin in self._admins:
-            admin.console.namespaces = addresses
+            admin.console.namespaces = consoles
         if durable is not None:
             write_state(durable, {name: (hosted.ports, endpoints[name].policies)
                                   for name, hosted in self.namespaces.items()})

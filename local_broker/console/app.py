@@ -63,7 +63,10 @@ class Console:
         self.health = health
         self.clock = clock
         self.amqp_address: tuple[str, int] | None = None  # set by the server once the listener is bound
-        self.namespaces: dict[str, str] = {}  # every namespace of the broker -> its console's address
+        self.admin_address: tuple[str, int] | None = None  # (the management API's, the console's own)
+        self.certificate = ""  # the path of the broker's HTTPS certificate, for the management API's clients
+        # every namespace of the broker -> its console's address and its faults (status is no secret)
+        self.namespaces: dict[str, tuple[str, NamespaceFaults]] = {}
         login_policy = next((p for p in auth.policies.values() if MANAGE in p.rights),
                             next(iter(auth.policies.values())))
         self.sessions = Sessions(auth, login_policy)
@@ -156,9 +159,10 @@ class Console:
     def _namespace(self, session: Session, note: str | None) -> ConsoleResponse:
         at, rows = self.run_on_engine(operations.entities)
         content = pages.namespace_page(self.namespace_name, self.health(), self._fault_state(),
-                                       self._connection_strings(session), rows, at,
+                                       self._connection_strings(session), self.certificate, rows, at,
                                        MANAGE in session.policy.rights, session.csrf)
-        content += pages.other_namespaces(self.namespace_name, self.namespaces)
+        content += pages.namespaces(self.namespace_name, {
+            name: (address, faults.state.to_json()) for name, (address, faults) in self.namespaces.items()})
         return self._html(200, pages.layout(self.namespace_name, "Namespace", content, note,
                                             session.policy.name, session.csrf))
 
@@ -198,11 +202,11 @@ class Console:
 
     def _connection_strings(self, session: Session) -> dict[str, str]:
         """Built with the session's own policy: a Listen key does not see the Manage key."""
-        if self.amqp_address is None:
-            return {}
-        host, port = self.amqp_address
         credentials = f"SharedAccessKeyName={session.policy.name};SharedAccessKey={session.policy.key}"
-        return {"AMQP (ServiceBusClient)": f"Endpoint=sb://{host}:{port};{credentials};UseDevelopmentEmulator=true"}
+        endpoints = (("AMQP (ServiceBusClient)", self.amqp_address),
+                     ("Management API (ServiceBusAdministrationClient)", self.admin_address))
+        return {label: f"Endpoint=sb://{address[0]}:{address[1]};{credentials};UseDevelopmentEmulator=true"
+                for label, address in endpoints if address is not None}
 
     # --- actions -------------------------------------------------------------------------------------
 

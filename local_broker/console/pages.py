@@ -50,9 +50,8 @@ def login(namespace: str, note: str | None = None) -> str:
 
 
 def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], connection: dict[str, str],
-                   rows: list[EntityRow], at: float, can_manage: bool, csrf: str) -> str:
-    down = faults.get("namespace_down")
-    status = "down (" + down + ")" if down else ("degraded" if health else "up")
+                   certificate: str, rows: list[EntityRow], at: float, can_manage: bool, csrf: str) -> str:
+    status = _status(faults, health)
     problems = "".join(f"<li>{escape(p)}</li>" for p in health)
     parts = [f'<section><h2>Status</h2><p>Namespace <b id="ns-status" '
              f'class="status-{escape(status.split()[0])}">'
@@ -63,9 +62,13 @@ def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], co
         parts.append(_fault_switches(faults, csrf))
     else:
         parts.append('<p class="rights" id="rights-note">Fault switches need the Manage right.</p>')
-    strings = "".join(f'<dt>{escape(name)}</dt><dd><input readonly class="copy" value="{escape(value)}"></dd>'
+    strings = "".join(f'<dt>{escape(name)}</dt><dd><input readonly class="copy" value="{escape(value)}"> '
+                      '<button type="button" class="copy-button">copy</button></dd>'
                       for name, value in connection.items())
-    parts.append(f"<section><h2>Connection strings</h2><dl>{strings}</dl></section>")
+    verify = ('<p id="certificate">The management API answers over HTTPS with the broker\'s own '
+              f'certificate: give the client <code>connection_verify="{escape(certificate)}"</code>.</p>'
+              if certificate else "")
+    parts.append(f"<section><h2>Connection strings</h2><dl>{strings}</dl>{verify}</section>")
     parts.append('<section><h2>Entities</h2><table class="entities"><thead><tr><th>entity</th><th>status</th>'
                  '<th>active</th><th>dead-letter</th><th>transfer DLQ</th><th>scheduled</th><th>deferred</th>'
                  '<th>size</th><th>messages/s, last 60 s</th><th>details</th></tr></thead>'
@@ -75,11 +78,29 @@ def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], co
     return "".join(parts)
 
 
-def other_namespaces(current: str, namespaces: dict[str, str]) -> str:
-    """Links to the consoles of the broker's other namespaces (each on its own port, with its own keys)."""
-    others = "".join(f'<li><a href="{escape(address)}{PREFIX}/">{escape(name)}</a></li>'
-                     for name, address in sorted(namespaces.items()) if name != current)
-    return f'<section><h2>Other namespaces</h2><ul id="namespaces">{others}</ul></section>' if others else ""
+def namespaces(current: str, hosted: dict[str, tuple[str, dict[str, Any]]]) -> str:
+    """Every namespace of the broker with its status and faults, linked to its console (each on its own
+    port, signed in with its own keys)."""
+    rows = []
+    for name, (address, faults) in sorted(hosted.items()):
+        link = (f'<b>{escape(name)}</b> (this one)' if name == current
+                else f'<a href="{escape(address)}{PREFIX}/">{escape(name)}</a>')
+        status = _status(faults)
+        down = len(faults.get("partitions_down") or [])
+        rows.append(f'<tr data-namespace="{escape(name)}"><td>{link}</td>'
+                    f'<td class="status-{status.split()[0]}">{escape(status)}</td>'
+                    f'<td class="n">{int(faults.get("latency_ms") or 0)} ms</td>'
+                    f'<td class="n">{down}</td></tr>')
+    if len(rows) < 2:
+        return ""
+    return ('<section><h2>Namespaces of this broker</h2><table id="namespaces"><thead><tr><th>namespace</th>'
+            '<th>status</th><th>latency</th><th>partitions down</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></section>')
+
+
+def _status(faults: dict[str, Any], health: list[str] | None = None) -> str:
+    down = faults.get("namespace_down")
+    return "down (" + down + ")" if down else ("degraded" if health else "up")
 
 
 def _partitions_down(faults: dict[str, Any]) -> str:

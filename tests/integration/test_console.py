@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusConnectionError
+from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.server import BrokerServer
 from tests.console_client import ConsoleClient, served_namespace
@@ -92,6 +93,16 @@ def test_pages_show_entities_counts_and_messages(broker: dict[str, Any]) -> None
     assert home.status == 200 and 'id="ns-status" class="status-up">up' in home.html
     assert "events/subscriptions/all" in home.html and "→ audit" in home.html  # the forwarding arrow
     assert "SharedAccessKeyName=RootManageSharedAccessKey" in home.html  # a connection string to copy
+    strings = dict(re.findall(r'<dt>([^<]+)</dt><dd><input readonly class="copy" value="([^"]+)">',
+                              home.html))
+    management = strings["Management API (ServiceBusAdministrationClient)"].replace("&#x27;", "'")
+    assert f'connection_verify="{broker["cert_path"]}"' in home.html
+    verify = broker["cert_path"]
+    with ServiceBusAdministrationClient.from_connection_string(management, connection_verify=verify) as admin:
+        assert admin.get_queue("orders").name == "orders"
+    with ServiceBusClient.from_connection_string(strings["AMQP (ServiceBusClient)"]) as sb, \
+            sb.get_queue_receiver("orders", max_wait_time=5) as receiver:
+        receiver.peek_messages(max_message_count=1)
     before = _row(client, "orders")[0]
     _send(broker, "orders", ServiceBusMessage('{"order": 7}', message_id="m-7", subject="new",
                                               application_properties={"region": "west"}))
@@ -277,8 +288,13 @@ def test_each_namespace_links_to_the_others_consoles() -> None:
     topology = {"namespaces": {"primary": {"queues": {"q": {}}}, "secondary": {"queues": {"q": {}}}}}
     with BrokerServer(topology) as server:
         primary, secondary = server.namespaces["primary"], server.namespaces["secondary"]
-        home = ConsoleClient(f"http://127.0.0.1:{primary.admin_port}").get(primary.console_url)
+        client = ConsoleClient(f"http://127.0.0.1:{primary.admin_port}")
+        home = client.get(primary.console_url)
         assert f'href="http://127.0.0.1:{secondary.admin_port}/$console/">secondary<' in home.html
+        assert "<b>primary</b> (this one)" in home.html
+        secondary.faults.set({"namespace_down": "refuse", "latency_ms": 40})  # as its control API would
+        row = re.search(r'<tr data-namespace="secondary">.*?</tr>', client.get("/$console/").html).group(0)
+        assert 'class="status-down">down (refuse)' in row and "40 ms" in row
         other = ConsoleClient(f"http://127.0.0.1:{secondary.admin_port}")
         assert other.get(f"http://127.0.0.1:{secondary.admin_port}/$console/").url.endswith("/login")
         assert other.sign_in(primary.policy.name, primary.policy.key).status == 401  # its own keys

@@ -157,6 +157,9 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     assert browser.find_element(By.ID, "ns-status").text == "up"
     assert "events/subscriptions/all" in browser.find_element(By.ID, "entity-rows").text
     _shot(browser, "namespace")
+    copy = browser.find_element(By.CSS_SELECTOR, "button.copy-button")  # the AMQP connection string's
+    copy.click()
+    _until(browser, lambda d: copy.text == "copied", "the connection string copied")
 
     # Counts follow what the SDK sends, without reloading the page (console.js refreshes the table).
     _send(broker, "orders", *[ServiceBusMessage(json.dumps({"order": i}), message_id=f"order-{i}",

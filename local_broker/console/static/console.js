@@ -80,6 +80,21 @@
     });
   }
 
+  // A connection string's copy button: the clipboard API where the page is a secure context (loopback or
+  // https), else the selection and execCommand.
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest("button.copy-button");
+    if (!button) return;
+    const input = button.parentElement.querySelector("input.copy");
+    const done = function () { button.textContent = "copied"; };
+    const fallback = function () { input.select(); if (document.execCommand("copy")) done(); };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(input.value).then(done, fallback);
+    } else {
+      fallback();
+    }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     sample();
     if (document.querySelector("[data-refresh]")) setInterval(refresh, 1000);
