@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from local_broker.engine import BrokerError, Message, NotAllowedError, ReceiveMode
+from local_broker.engine import BrokerError, Message, NotAllowedError, OperationTimeoutError, ReceiveMode
 from local_broker.engine.message import DEAD_LETTER_ERROR_DESCRIPTION, DEAD_LETTER_REASON
 from local_broker.wire.amqp import codec
 from local_broker.wire.amqp.values import encode_value
@@ -140,11 +140,37 @@ def send(ns: Any, path: str, message: Message) -> None:
 
 
 def purge(ns: Any, path: str) -> int:
-    """Receive-and-delete until the (sub-)queue has nothing available; the number of messages removed."""
-    removed = 0
-    while batch := ns.receive(path, PURGE_BATCH, ReceiveMode.RECEIVE_AND_DELETE):
-        removed += len(batch)
+    """Receive-and-delete until the (sub-)queue has nothing available; the number of messages removed.
+
+    A session entity is received from as a session receiver would: each available session in turn (one
+    that another receiver holds is left alone)."""
+    try:
+        ns.check_receiver(path, sessionful=True)
+    except NotAllowedError:
+        removed = _receive_and_delete(ns, path, None)
+    else:
+        removed = 0
+        owner, done = object(), set()
+        while True:
+            try:
+                lock = ns.accept_session(path, None, owner)
+            except OperationTimeoutError:  # no session with messages available
+                break
+            try:
+                removed += _receive_and_delete(ns, path, lock)
+            finally:
+                ns.release_session(path, lock.session_id, owner)
+            if lock.session_id in done:  # its messages keep coming back (none were removable)
+                break
+            done.add(lock.session_id)
     ns.commit()
+    return removed
+
+
+def _receive_and_delete(ns: Any, path: str, session: Any) -> int:
+    removed = 0
+    while batch := ns.receive(path, PURGE_BATCH, ReceiveMode.RECEIVE_AND_DELETE, session=session):
+        removed += len(batch)
     return removed
 
 

@@ -22,7 +22,8 @@ TOPOLOGY = {"namespaces": {"primary": {
     "policies": {"RootManageSharedAccessKey": {"key": "U0FTX0tFWV9WQUxVRQ==", "rights": ["Manage", "Send",
                                                                                          "Listen"]},
                  "reader": {"key": LISTENER_KEY, "rights": ["Listen"]}},
-    "queues": {"orders": {}, "audit": {}, "sharded": {"enable_partitioning": True}},
+    "queues": {"orders": {}, "audit": {}, "sharded": {"enable_partitioning": True},
+               "carts": {"requires_session": True}},
     "topics": {"events": {"subscriptions": {"all": {"forward_to": "audit"}}}},
 }}}
 
@@ -201,6 +202,16 @@ def test_dead_letters_resubmit_and_purge(broker: dict[str, Any]) -> None:
     purged = client.post("/$console/entity/orders/actions?queue=main", {"action": "purge"}, dlq.csrf)
     assert purged.status == 200 and "Purged" in purged.html
     assert _row(client, "orders")[0] == 0
+
+
+def test_purging_a_session_queue(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    _send(broker, "carts", *[ServiceBusMessage(f"item-{i}", session_id=f"cart-{i % 2}") for i in range(4)])
+    page = client.get("/$console/entity/carts")
+    assert 'name="session_id" required' in page.html  # its send form asks for a session
+    purged = client.post("/$console/entity/carts/actions?queue=main", {"action": "purge"}, page.csrf)
+    assert purged.status == 200 and "Purged 4 message(s) from carts" in purged.html
+    assert _row(client, "carts")[0] == 0
 
 
 def test_send_a_test_message_from_the_console(broker: dict[str, Any]) -> None:

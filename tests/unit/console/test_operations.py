@@ -100,6 +100,17 @@ def test_a_subscription_dead_letter_goes_back_to_its_topic() -> None:
     assert len(ns.peek("events/subscriptions/b", 0, 10)) == 2  # the topic fans out again
 
 
+def test_purge_goes_through_the_sessions_of_a_session_queue() -> None:
+    ns, _ = _namespace()
+    ns.create_queue(QueueProperties(name="sessions", requires_session=True))
+    ns.send("sessions", [Message(operations.data_body(b"m"), session_id=f"s{i % 3}") for i in range(9)])
+    held = ns.accept_session("sessions", "s1", owner="another receiver")
+    assert operations.purge(ns, "sessions") == 6
+    assert {m.session_id for m in ns.peek("sessions", 0, 20)} == {"s1"}  # the held session is left alone
+    ns.release_session("sessions", held.session_id, "another receiver")
+    assert operations.purge(ns, "sessions") == 3 and ns.peek("sessions", 0, 20) == []
+
+
 def test_purge_removes_what_is_available() -> None:
     ns, _ = _namespace()
     ns.send("orders", [_text(str(i)) for i in range(1200)])
