@@ -34,6 +34,7 @@ log = logging.getLogger("local_broker.amqp")
 READ = select.EPOLLIN | select.EPOLLRDHUP
 WRITE = select.EPOLLOUT
 MAX_READ = 64 * 1024
+MAX_WAIT = 3600.0  # seconds: the longest single poll (epoll's timeout overflows near 1e9 s)
 
 
 class Channel(Protocol):
@@ -151,8 +152,8 @@ class Loop:
 
     def _poll(self) -> None:
         timeout = -1.0
-        if self._timers:
-            timeout = max(0.0, self._timers[0][0] - time.monotonic())
+        if self._timers:  # a far (or infinite) deadline is waited for in steps epoll can count
+            timeout = min(max(0.0, self._timers[0][0] - time.monotonic()), MAX_WAIT)
         for fd, events in self._epoll.poll(timeout):
             channel = self._channels.get(fd)
             if channel is None:
