@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import cproton
+import cproton_ffi
 from proton import Connection, Event, ProtonException, Transport
 
 log = logging.getLogger("local_broker.amqp")
@@ -35,6 +35,8 @@ READ = select.EPOLLIN | select.EPOLLRDHUP
 WRITE = select.EPOLLOUT
 MAX_READ = 64 * 1024
 MAX_WAIT = 3600.0  # seconds: the longest single poll (epoll's timeout overflows near 1e9 s)
+_LIB, _NULL = cproton_ffi.lib, cproton_ffi.ffi.NULL
+_TRANSPORT_CLOSED = Event.TRANSPORT_CLOSED.number
 
 
 class Channel(Protocol):
@@ -58,8 +60,9 @@ class Timer:
 class Loop:
     """See the module docstring. Everything but `wake` runs on the loop's thread."""
 
-    def __init__(self, collector: Any) -> None:
+    def __init__(self, collector: Any, dispatch: Callable[[Any, int], None]) -> None:
         self.collector = collector  # every connection's events, read in bulk each turn
+        self.dispatch = dispatch  # (C event, its type number): hands it to its handler
         self.on_turn_end: Callable[[], bool] = lambda: False  # True: the turn end made more work
         self.on_wake: Callable[[], None] = lambda: None
         self._epoll = select.epoll()
@@ -183,29 +186,27 @@ class Loop:
             touched, self.touched = self.touched, set()
             for io in touched:
                 io.flush()
-            if not cproton.pn_collector_peek(self.collector._impl):
+            if _LIB.pn_collector_peek(self.collector._impl) == _NULL:
                 return
 
     def _dispatch(self) -> None:
-        collector = self.collector
-        impl = collector._impl
+        impl = self.collector._impl
         by_transport = self._by_transport
         touched = self.touched
-        while True:
-            event = collector.peek()
-            if event is None:
-                return
-            handler = event.handler
-            if handler is not None:
-                event.dispatch(handler)
-            transport = cproton.pn_event_transport(event._impl)
-            if not cproton.isnull(transport):
+        dispatch = self.dispatch
+        event = _LIB.pn_collector_peek(impl)
+        while event != _NULL:
+            number = _LIB.pn_event_type(event)
+            dispatch(event, number)
+            transport = _LIB.pn_event_transport(event)
+            if transport != _NULL:
                 io = by_transport.get(transport)
                 if io is not None:
                     touched.add(io)
-                    if event.type is Event.TRANSPORT_CLOSED:
+                    if number == _TRANSPORT_CLOSED:
                         io.close()
-            cproton.pn_collector_pop(impl)
+            _LIB.pn_collector_pop(impl)
+            event = _LIB.pn_collector_peek(impl)
 
 
 class _Waker:

@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
 import cproton
+import cproton_ffi
 from proton import Connection, Delivery, Endpoint, Handler, Link, Session, Transport
 from proton._delivery import Disposition
 from proton._events import Collector, Event, EventType, wrappers
@@ -33,6 +34,7 @@ from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.loop import Loop
 
 log = logging.getLogger("local_broker.amqp")
+_LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
 T = TypeVar("T")
 
 
@@ -98,29 +100,30 @@ class _Lazy:
         return value
 
 
-def _endpoint_handler(attachments: Any) -> Handler | None:
-    """`Endpoint.handler` of a link, session or connection, from the attributes proton keeps in its record."""
-    attrs = cproton.pn_record_get_py(attachments)
-    return attrs.get("_handler") if attrs else None
-
-
 class LazyEvent(Event):
-    """proton's Event, but the delivery, link, session, connection and transport are wrapped when a handler
-    first asks for them, not all five for every event (most handlers read one or two, many read none).
+    """proton's Event, but its context and the delivery, link, session, connection and transport are wrapped
+    when a handler first asks for them, not all for every event (most handlers read one or two).
     Handlers read them while the event is dispatched, when the C event is still the collector's head."""
 
-    def __init__(self, impl: Any, number: int, clsname: str | None, context: Any) -> None:
+    def __init__(self, impl: Any, number: int) -> None:
         self._impl = impl
         self._type = EventType.TYPES[number]
-        self._clsname = clsname
-        self._context = context
+
+    @_Lazy
+    def _clsname(self) -> str | None:
+        return cproton.pn_event_class_name(self._impl) or None
+
+    @_Lazy
+    def _context(self) -> Any:
+        clsname = self._clsname
+        return _WRAPPERS[clsname](cproton.pn_event_context(self._impl)) if clsname else None
 
     @_Lazy
     def _delivery(self) -> Delivery | None:
         context = self._context
         if isinstance(context, Delivery):
             return context
-        return Delivery.wrap(cproton.pn_event_delivery(self._impl))
+        return _wrap_delivery(cproton.pn_event_delivery(self._impl))
 
     @_Lazy
     def _link(self) -> Link | None:
@@ -152,31 +155,25 @@ class LazyEvent(Event):
             return context
         return Transport.wrap(cproton.pn_event_transport(self._impl))
 
-    @property
-    def handler(self) -> Handler | None:
-        # The link's handler, else its session's, else its connection's (proton's order), read from the C
-        # records: no Python wrapper for each of the three (only the connection has one in this broker).
-        impl = self._impl
-        link = cproton.pn_event_link(impl)
-        if cproton.isnull(link):
-            session = cproton.pn_event_session(impl)
-        else:
-            handler = _endpoint_handler(cproton.pn_link_attachments(link))
-            if handler:
-                return handler
-            session = cproton.pn_link_session(link)
-        if cproton.isnull(session):
-            connection = cproton.pn_event_connection(impl)
-        else:
-            handler = _endpoint_handler(cproton.pn_session_attachments(session))
-            if handler:
-                return handler
-            connection = cproton.pn_session_connection(session)
-        if not cproton.isnull(connection):
-            handler = _endpoint_handler(cproton.pn_connection_attachments(connection))
-            if handler:
-                return handler
-        return super().handler  # the context's own handler, if it has one
+
+def dispatch_event(impl: Any, number: int) -> None:
+    """Hand one C event to its connection's handler, if that handler has a method for it.
+
+    The broker sets handlers on connections only (sasl.py), so the link's and session's records are not
+    searched; the handler is read from the connection's C record (no Python wrapper), and an event no
+    handler method wants (most are transport and local-state events) costs no Python event object."""
+    connection = _LIB.pn_event_connection(impl)
+    if connection == _FFI.NULL:
+        return
+    record = _LIB.pn_record_get_py(_LIB.pn_connection_attachments(connection))
+    if record == _FFI.NULL:
+        return
+    handler = _FFI.from_handle(record).get("_handler")
+    if handler is None:
+        return
+    method = getattr(handler, EventType.TYPES[number].method, None)
+    if method is not None:
+        method(LazyEvent(impl, number))
 
 
 class BrokerDelivery(Delivery):
@@ -211,18 +208,6 @@ def _wrap_delivery(impl: Any) -> BrokerDelivery | None:
 _WRAPPERS = {**wrappers, "pn_delivery": _wrap_delivery}
 
 
-class LazyCollector(Collector):
-    """The loop's event collector, handing out `LazyEvent`s."""
-
-    def peek(self) -> Any:
-        impl = cproton.pn_collector_peek(self._impl)
-        if cproton.isnull(impl):
-            return None
-        clsname = cproton.pn_event_class_name(impl)
-        context = _WRAPPERS[clsname](cproton.pn_event_context(impl)) if clsname else None
-        return LazyEvent(impl, cproton.pn_event_type(impl), clsname, context)
-
-
 def _resolve(future: Future, result: Any, participant: TurnParticipant | None) -> None:
     failure = None if participant is None else participant.failure
     if failure is not None:
@@ -235,7 +220,7 @@ class EngineThread:
     """Runs the network loop in a thread; the group-commit turn end; the cross-thread executor."""
 
     def __init__(self) -> None:
-        self.loop = Loop(LazyCollector())
+        self.loop = Loop(Collector(), dispatch_event)
         self.loop.on_turn_end = self.end_turn
         self.loop.on_wake = self._run_calls
         self.participants: list[TurnParticipant] = []

@@ -10,7 +10,7 @@ from local_broker.wire.amqp.loop import Loop
 def test_a_timer_far_in_the_future_does_not_stop_the_loop() -> None:
     """epoll cannot wait 1e10 s (nor forever, as an infinite deadline asks): the poll waits at most
     MAX_WAIT and the timer stays due later."""
-    loop = Loop(Collector())
+    loop = Loop(Collector(), lambda event, number: None)
     fired: list[str] = []
     loop.schedule(float("inf"), lambda: fired.append("never"))
     loop.schedule(1e10, lambda: fired.append("far"))
