@@ -15,16 +15,60 @@ from typing import Any
 
 import cproton_ffi
 from proton import Condition, Delivery, Link, Terminus, Transport, symbol
+from proton._condition import obj2cond
+from proton._delivery import Disposition
 
 TRACKING_ID = symbol("com.microsoft:tracking-id")
-_LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
+LIB = _LIB = cproton_ffi.lib  # proton's C API, for the hot paths that skip its Python wrappers
+_FFI = cproton_ffi.ffi
 DOTNET_EPOCH_TICKS = 621_355_968_000_000_000
 
 
-def delivery_tag(delivery: Delivery) -> bytes:
-    """The raw delivery tag (SDK senders use 4-byte counters that are not valid UTF-8)."""
-    tag = _LIB.pn_delivery_tag(delivery._impl)
+def delivery_tag(delivery: Any) -> bytes:
+    """The raw delivery tag of a C delivery (SDK senders use 4-byte counters that are not valid UTF-8)."""
+    tag = _LIB.pn_delivery_tag(delivery)
     return bytes(_FFI.unpack(tag.start, tag.size))
+
+
+def event_delivery(event: Any) -> Any:
+    """The C delivery of a proton event (no Python wrapper)."""
+    return _LIB.pn_event_delivery(event._impl)
+
+
+def event_link(event: Any) -> Any:
+    """The C link of a proton event (no Python wrapper)."""
+    return _LIB.pn_event_link(event._impl)
+
+
+def link_state(link: Any) -> Any:
+    """What the broker keeps on a C link as `sb` (proton's Python wrappers keep their attributes in the C
+    object's record), or None."""
+    record = _LIB.pn_record_get_py(_LIB.pn_link_attachments(link))
+    return None if record == _FFI.NULL else _FFI.from_handle(record).get("sb")
+
+
+def receive(link: Any, delivery: Any) -> bytes:
+    """The whole payload of a complete incoming C delivery; the link moves on to the next one."""
+    size = _LIB.pn_delivery_pending(delivery)
+    payload = bytearray(size)
+    got = _LIB.pn_link_recv(link, _FFI.from_buffer(payload), size)
+    _LIB.pn_link_advance(link)
+    return bytes(payload) if got == size else bytes(payload[:max(got, 0)])
+
+
+class HeldDelivery:
+    """A C delivery the broker answers after the commit, kept alive by a proton reference until then (the
+    connection may be freed in between). Lighter than proton's Python wrapper, which also gives the
+    delivery a record of Python attributes."""
+
+    __slots__ = ("impl",)
+
+    def __init__(self, impl: Any) -> None:
+        _LIB.pn_incref(impl)
+        self.impl = impl
+
+    def __del__(self) -> None:
+        _LIB.pn_decref(self.impl)
 
 
 class TransferFormats:
@@ -46,9 +90,12 @@ class TransferFormats:
         self._pending = b""  # the start of a frame whose performative is still incomplete
         self._skip = 0  # bytes of the current frame's payload still to pass over
 
-    def take(self, link: Link, delivery: Delivery) -> int:
-        """The message-format of a complete incoming delivery (0 unless its transfer said otherwise)."""
-        return self.formats.pop((link.name, delivery_tag(delivery)), 0) if self.formats else 0
+    def take(self, link: Any, delivery: Any) -> int:
+        """The message-format of a complete incoming C delivery (0 unless its transfer said otherwise)."""
+        if not self.formats:
+            return 0
+        name = _FFI.string(_LIB.pn_link_name(link)).decode("utf-8")
+        return self.formats.pop((name, delivery_tag(delivery)), 0)
 
     def feed(self, data: bytes) -> None:
         if self._pending:  # a frame start that straddled two reads (a few hundred bytes at most)
@@ -211,36 +258,34 @@ def send_raw(link: Link, tag: bytes, payload: bytes, settled: bool) -> None:
         _LIB.pn_delivery_settle(delivery)
 
 
-def accept(delivery: Delivery) -> None:
-    """Settle a client's transfer as accepted (C API: no disposition object to sync for `accepted`)."""
-    _LIB.pn_delivery_update(delivery._impl, _LIB.PN_ACCEPTED)
-    _LIB.pn_delivery_settle(delivery._impl)
+def accept(delivery: Any) -> None:
+    """Settle a client's C delivery as accepted."""
+    _LIB.pn_delivery_update(delivery, _LIB.PN_ACCEPTED)
+    _LIB.pn_delivery_settle(delivery)
 
 
-def remote_outcome(delivery: Delivery) -> int:
-    """The outcome the peer set on a delivery (0: none yet), without proton's Python disposition wrapper."""
-    return _LIB.pn_delivery_remote_state(delivery._impl)
+def remote_disposition(delivery: Any) -> Disposition:
+    """The outcome fields the peer set on a C delivery (modified and rejected carry some)."""
+    return Disposition(_LIB.pn_delivery_remote(delivery), False)
 
 
-def echo_outcome(delivery: Delivery) -> None:
-    """Settle a client's disposition by echoing its outcome (the SDK awaits a settled echo).
+def echo_outcome(delivery: Any) -> None:
+    """Settle a client's disposition of a C delivery by echoing its outcome (the SDK awaits a settled echo).
 
     MODIFIED copies delivery-failed/undeliverable-here; REJECTED is echoed without an error (an echo
-    that carries one counts as a failure to the SDK). Outcomes without fields go through the C API.
+    that carries one counts as a failure to the SDK).
     """
-    impl = delivery._impl
-    state = _LIB.pn_delivery_remote_state(impl)
+    state = _LIB.pn_delivery_remote_state(delivery)
     if state == Delivery.MODIFIED:
-        delivery.local.failed = delivery.remote.failed
-        delivery.local.undeliverable = delivery.remote.undeliverable
-        delivery.update(state)
-    else:
-        _LIB.pn_delivery_update(impl, state)
-    _LIB.pn_delivery_settle(impl)
+        local, remote = _LIB.pn_delivery_local(delivery), _LIB.pn_delivery_remote(delivery)
+        _LIB.pn_disposition_set_failed(local, _LIB.pn_disposition_is_failed(remote))
+        _LIB.pn_disposition_set_undeliverable(local, _LIB.pn_disposition_is_undeliverable(remote))
+    _LIB.pn_delivery_update(delivery, state)
+    _LIB.pn_delivery_settle(delivery)
 
 
-def reject(delivery: Delivery, condition: str, description: str) -> None:
-    """Settle a delivery as rejected with a 3-field error."""
-    delivery.local.condition = error(condition, description)
-    delivery.update(Delivery.REJECTED)
-    delivery.settle()
+def reject(delivery: Any, condition: str, description: str) -> None:
+    """Settle a C delivery as rejected with a 3-field error."""
+    obj2cond(error(condition, description), _LIB.pn_disposition_condition(_LIB.pn_delivery_local(delivery)))
+    _LIB.pn_delivery_update(delivery, Delivery.REJECTED)
+    _LIB.pn_delivery_settle(delivery)

@@ -37,6 +37,8 @@ from local_broker.wire.amqp.codec import MessageDecodeError
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import EngineThread
 
+_LIB = compat.LIB
+
 log = logging.getLogger("local_broker.amqp")
 
 CBS_NODE = "$cbs"
@@ -468,30 +470,32 @@ class NamespaceEndpoint(Handler):
 
     # --- deliveries -------------------------------------------------------------------------------------
     def on_delivery(self, event) -> None:
-        delivery: Delivery = event.delivery
-        link: Link = event.link  # the event's own wrapper: `delivery.link` would build another
-        state: LinkState | None = getattr(link, "sb", None)
-        if link.is_sender:
+        """A transfer from the client, or its disposition of one the broker sent. The hot paths (a send,
+        a settlement) run on proton's C objects: no Python wrapper for the delivery or the link."""
+        delivery = compat.event_delivery(event)
+        link = compat.event_link(event)
+        state: LinkState | None = compat.link_state(link)
+        if _LIB.pn_link_is_sender(link):
             self._on_disposition(delivery, state)
             return
-        if delivery.partial or not delivery.readable:
+        if _LIB.pn_delivery_partial(delivery) or not _LIB.pn_delivery_readable(delivery):
             return
-        payload = link.recv(delivery.pending)
-        link.advance()
+        payload = compat.receive(link, delivery)
         message_format = 0 if state is None else state.connection.transfer_formats.take(link, delivery)
         if state is not None and state.connection.closing:
             return  # the broker closed this connection (e.g. fault injection): it takes nothing more
 
-        if link.credit < INCOMING_CREDIT // 2 and link.state & Endpoint.LOCAL_ACTIVE:
-            link.flow(INCOMING_CREDIT - link.credit)
+        credit = _LIB.pn_link_credit(link)
+        if credit < INCOMING_CREDIT // 2 and _LIB.pn_link_state(link) & Endpoint.LOCAL_ACTIVE:
+            _LIB.pn_link_flow(link, INCOMING_CREDIT - credit)
         if state is None:
             compat.reject(delivery, "amqp:not-allowed", "The link is not attached to an entity.")
         elif state.node is Node.SENDER:
             self._on_send(delivery, state, payload, message_format)
         else:
-            self._on_request(delivery, link, state, payload)
+            self._on_request(event.delivery, event.link, state, payload)
 
-    def _on_send(self, delivery: Delivery, state: LinkState, payload: bytes, message_format: int) -> None:
+    def _on_send(self, delivery: Any, state: LinkState, payload: bytes, message_format: int) -> None:
         try:
             batch = messages.decode_transfer(payload, message_format)
             self.ns.send(state.path, batch)
@@ -503,10 +507,11 @@ class NamespaceEndpoint(Handler):
             self._log_refusal("send-rejected", state, exc)
             return
         self.new_data = True
-        if delivery.settled:
-            delivery.settle()
+        if _LIB.pn_delivery_settled(delivery):
+            _LIB.pn_delivery_settle(delivery)
         else:
-            self.respond(lambda: compat.accept(delivery), _rejection(delivery))
+            held = compat.HeldDelivery(delivery)
+            self.respond(lambda: compat.accept(held.impl), _rejection(held))
 
     def _log_refusal(self, event: str, state: LinkState, exc: BrokerError) -> None:
         log_event(log, logging.INFO, event, namespace=self.name, peer=state.connection.peer,
@@ -516,7 +521,7 @@ class NamespaceEndpoint(Handler):
         try:
             request = management.parse_request(payload)
         except MessageDecodeError as exc:
-            compat.reject(delivery, "amqp:decode-error", str(exc))
+            compat.reject(delivery._impl, "amqp:decode-error", str(exc))
             return
         delivery.update(Delivery.ACCEPTED)
         delivery.settle()
@@ -569,15 +574,18 @@ class NamespaceEndpoint(Handler):
             else:
                 _send_reply(target, entry.payload)
 
-    def _on_disposition(self, delivery: Delivery, state: LinkState | None) -> None:
-        outcome = compat.remote_outcome(delivery)
+    def _on_disposition(self, delivery: Any, state: LinkState | None) -> None:
+        """The client settled (or set the outcome of) a delivery the broker sent; `delivery` is proton's C
+        object. The outcome is applied to the engine and echoed after the commit."""
+        outcome = _LIB.pn_delivery_remote_state(delivery)
+        settled = _LIB.pn_delivery_settled(delivery)
         if state is None or state.node is not Node.RECEIVER:  # replies on $cbs / $management links
-            if outcome or delivery.settled:
-                delivery.settle()
+            if outcome or settled:
+                _LIB.pn_delivery_settle(delivery)
             return
         if not outcome:
-            if delivery.settled:  # settled without an outcome: nothing to apply
-                delivery.settle()
+            if settled:  # settled without an outcome: nothing to apply
+                _LIB.pn_delivery_settle(delivery)
             return
         token = messages.lock_token_of(compat.delivery_tag(delivery))
         session_id = None if state.session is None else state.session.session_id
@@ -587,38 +595,40 @@ class NamespaceEndpoint(Handler):
             elif outcome == Delivery.RELEASED:
                 self.ns.release(state.path, [token])
             elif outcome == Delivery.MODIFIED:
-                changes = delivery.remote.annotations
+                remote = compat.remote_disposition(delivery)
+                changes = remote.annotations
                 changes = {str(k): messages.to_python(v) for k, v in changes.items()} if changes else None
-                if delivery.remote.undeliverable:
+                if remote.undeliverable:
                     self.ns.defer(state.path, [token], changes, session_id=session_id)
                 else:
                     self.ns.abandon(state.path, [token], changes, session_id=session_id)
             elif outcome == Delivery.REJECTED:
-                condition = delivery.remote.condition
+                condition = compat.remote_disposition(delivery).condition
                 info = dict(condition.info or {}) if condition is not None else {}
                 reason = info.get("DeadLetterReason")
                 description = info.get("DeadLetterErrorDescription")
                 self.ns.dead_letter(state.path, [token], None if reason is None else str(reason),
                                     None if description is None else str(description), session_id=session_id)
             else:
-                delivery.settle()
+                _LIB.pn_delivery_settle(delivery)
                 return
         except BrokerError as exc:
-            if delivery.settled:
-                delivery.settle()
+            if settled:
+                _LIB.pn_delivery_settle(delivery)
             else:
                 compat.reject(delivery, exc.amqp_condition, exc.description)
             self._log_refusal("settlement-rejected", state, exc)
             return
-        if delivery.settled:
-            delivery.settle()
+        if settled:
+            _LIB.pn_delivery_settle(delivery)
         else:
-            self.respond(lambda: compat.echo_outcome(delivery), _rejection(delivery))
+            held = compat.HeldDelivery(delivery)
+            self.respond(lambda: compat.echo_outcome(held.impl), _rejection(held))
 
 
-def _rejection(delivery: Delivery) -> Callable[[BrokerError], None]:
+def _rejection(held: compat.HeldDelivery) -> Callable[[BrokerError], None]:
     """How a delivery is answered when the commit it waited for failed."""
-    return lambda exc: compat.reject(delivery, exc.amqp_condition, exc.description)
+    return lambda exc: compat.reject(held.impl, exc.amqp_condition, exc.description)
 
 
 def _reply_link(request: Link, reply_to: str | None) -> Link | None:
