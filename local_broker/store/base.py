@@ -26,19 +26,22 @@ class ChangeSet:
     dedup_prune: dict[str, float] = field(default_factory=dict)  # owner -> forget entries at or before
     session_states: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
 
-    def __bool__(self) -> bool:
-        return bool(
+    def only_deletes(self) -> bool:
+        """Whether deleting messages is all this change set does (what a settlement commits)."""
+        return not (
             self.config
             or self.entities_put
             or self.entities_deleted
             or self.counters
             or self.messages_put
             or self.messages_state
-            or self.messages_deleted
             or self.dedup_put
             or self.dedup_prune
             or self.session_states
         )
+
+    def __bool__(self) -> bool:
+        return bool(self.messages_deleted) or not self.only_deletes()
 
 
 @dataclass(slots=True)

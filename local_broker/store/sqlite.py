@@ -1,4 +1,14 @@
-"""A namespace in one SQLite file, WAL mode; each commit of the engine is one transaction.
+"""A namespace in one SQLite file, WAL mode; each commit of the engine is one transaction, except
+commits that only delete settled messages.
+
+Those are the commit of every settlement of a client that settles one message at a time and waits for the
+answer (the SDKs do): a SQLite transaction that deletes one message rewrites several pages of the
+write-ahead log. Instead, the store appends the deleted messages' ids to a settled log next to the database
+(`<file>.settled`, 16 bytes each, one write) and deletes them from the database with the next transaction
+it runs anyway, or once the log holds FOLD_SETTLED of them; opening (and loading) the store deletes what the
+log holds first. The log is written before the settlement is answered, as the database would be: it
+survives a killed broker. Like the database's commits of settlements, it is not synced to disk (losing a
+settlement to power loss makes its message come back, which at-least-once delivery allows).
 
 A full disk must not wedge the namespace: next to the database the store keeps a reserve file
 (`<file>.reserve`, RESERVE_BYTES of zeros). When the filesystem is nearly full (less free than the reserve)
@@ -14,6 +24,7 @@ import hashlib
 import math
 import os
 import sqlite3
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +38,8 @@ from local_broker.store.codec import decode_properties, dumps, encode_properties
 SCHEMA_VERSION = 3
 RESERVE_BYTES = 8 * 1024 * 1024
 ROOM_CHECK_SECONDS = 0.5  # how stale the free-space reading may be
+FOLD_SETTLED = 4096  # settled message ids the log holds before they are deleted from the database
+_SETTLED = struct.Struct("<qq")  # a message id and its complement: a torn or stray record checks out as none
 _SQLITE_FULL = 13
 
 _SCHEMA = """
@@ -222,6 +235,10 @@ class SqliteStore:
         self._next_payload: int = (top or 0) + 1
         if not self._claim_reserve():
             self._out_of_room()
+        self.settled_path = Path(self.path + ".settled")
+        self._settled = _read_settled(self.settled_path)  # ids in the log, not yet deleted from the database
+        self._settled_fd = os.open(self.settled_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._settled_torn = False  # a write of it was cut short: no more records until it is emptied
 
     def _check_schema(self) -> None:
         has_table = self._db.execute(
@@ -251,6 +268,8 @@ class SqliteStore:
             )
 
     def load(self) -> StoredState | None:
+        if self._settled:
+            self.write(ChangeSet())  # the database alone holds the state: the settled log is folded in
         db = self._db
         row = db.execute("SELECT config FROM namespace").fetchone()
         if row is None:
@@ -282,6 +301,10 @@ class SqliteStore:
         return StoredState(loads(row[0]), entities, counters, messages, dedup, sessions)
 
     def write(self, changes: ChangeSet) -> None:
+        deleted = changes.messages_deleted
+        if (deleted and len(self._settled) < FOLD_SETTLED and not self._settled_torn
+                and changes.only_deletes() and self._log_settled(deleted)):
+            return
         db = self._db
         db.execute("BEGIN")
         try:
@@ -314,8 +337,8 @@ class SqliteStore:
                         for m in changes.messages_state
                     ],
                 )
-            if changes.messages_deleted:
-                gone = [(u,) for u in changes.messages_deleted]
+            if deleted or self._settled:
+                gone = [(u,) for u in deleted] + [(u,) for u in self._settled]
                 db.executemany("DELETE FROM messages WHERE uid = ?", gone)
                 db.executemany("DELETE FROM message_states WHERE uid = ?", gone)
             if changes.dedup_put:
@@ -341,6 +364,13 @@ class SqliteStore:
             for content, (payload, properties) in stored.items():
                 content.payload = payload
                 content.payload_properties = properties
+        if self._settled or self._settled_torn:  # deleted from the database now: the log starts over
+            self._settled = []
+            try:
+                os.ftruncate(self._settled_fd, 0)
+                self._settled_torn = False
+            except OSError:  # what it still holds is deleted again at the next open, which is harmless
+                self._settled_torn = True
 
     def _put_messages(self, puts: list[tuple[str, int, Message]]) -> dict[MessageContent, tuple[int, Any]]:
         """Message rows, and a payload row for each content not stored yet (once for all its copies in
@@ -392,6 +422,21 @@ class SqliteStore:
         if rewritten:  # a full row carries the current state: drop older overrides
             db.executemany("DELETE FROM message_states WHERE uid = ?", rewritten)
         return stored
+
+    def _log_settled(self, uids: list[int]) -> bool:
+        """Append deleted message ids to the settled log; False if it could not be written (a full disk:
+        the transaction then deletes them, into the space the reserve leaves)."""
+        record = _SETTLED.pack
+        data = b"".join([record(u, ~u) for u in uids])
+        try:
+            written = os.write(self._settled_fd, data)
+        except OSError:
+            return False
+        if written != len(data):  # a nearly full disk took part of it: the log is unused until emptied
+            self._settled_torn = True
+            return False
+        self._settled.extend(uids)
+        return True
 
     def _roll_back(self) -> None:
         if self._db.in_transaction:  # SQLite rolls back by itself after some errors (e.g. a full disk)
@@ -445,4 +490,18 @@ class SqliteStore:
         return stats.f_bavail * stats.f_frsize
 
     def close(self) -> None:
+        if self._settled:
+            self.write(ChangeSet())
+        os.close(self._settled_fd)
         self._db.close()
+
+
+def _read_settled(path: Path) -> list[int]:
+    """The message ids a settled log holds (none if there is no log); records that do not check out (a
+    write torn by power loss) are skipped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    end = len(data) - len(data) % _SETTLED.size
+    return [uid for uid, check in _SETTLED.iter_unpack(data[:end]) if check == ~uid]

@@ -15,6 +15,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from local_broker.engine import (
     FakeClock,
     Message,
@@ -31,6 +33,13 @@ from local_broker.store import ChangeSet, SqliteStore
 
 V2_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v2.db"
 WRITTEN_AT = 1_700_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def deletes_in_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count the database's rows after each commit: settled messages are deleted by the
+    commit's transaction here, not logged for a later one (test_sqlite_store.py tests the settled log)."""
+    monkeypatch.setattr("local_broker.store.sqlite.FOLD_SETTLED", 0)
 
 
 def counts(path: Path) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import struct
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -171,6 +172,80 @@ def test_sent_and_settled_within_one_commit_never_touches_disk(tmp_path: Path) -
     ns.complete("q", [c.lock_token])
     ns.commit()
     assert store.written[-1].messages_deleted == [c.uid]
+
+
+def _stored(path: Path) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT count(*) FROM messages").fetchone()[0]
+    finally:
+        db.close()
+
+
+def _settled_then_killed(tmp_path: Path, clock: FakeClock) -> tuple[Namespace, list[Message]]:
+    """Three stored and locked messages, the first completed alone (as an SDK settles): the broker's state
+    when it is killed at that moment (its store is left open)."""
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    ns.create_queue(QueueProperties("q"))
+    ns.send("q", [Message(b"a"), Message(b"b"), Message(b"c")])
+    ns.commit()
+    got = ns.receive("q", 3)
+    ns.commit()
+    ns.complete("q", [got[0].lock_token])
+    ns.commit()
+    return ns, got
+
+
+def test_a_settlement_alone_is_logged_not_written_to_the_database(tmp_path: Path) -> None:
+    clock = FakeClock()
+    _settled_then_killed(tmp_path, clock)
+    assert _stored(tmp_path / "ns.db") == 3
+    assert (tmp_path / "ns.db.settled").stat().st_size == 16
+    again = reopen(tmp_path / "ns.db", clock)  # the completion survives the kill: it is not delivered again
+    clock.advance(timedelta(minutes=5))  # the locks of the killed broker run out
+    again.tick()
+    assert sorted(m.body for m in again.receive("q", 10)) == [b"b", b"c"]
+    assert _stored(tmp_path / "ns.db") == 2 and (tmp_path / "ns.db.settled").stat().st_size == 0
+
+
+def test_the_next_transaction_deletes_what_the_settled_log_holds(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns, got = _settled_then_killed(tmp_path, clock)
+    ns.complete("q", [got[1].lock_token])
+    ns.commit()
+    assert (tmp_path / "ns.db.settled").stat().st_size == 32
+    ns.send("q", Message(b"d"))
+    ns.commit()
+    assert _stored(tmp_path / "ns.db") == 2 and (tmp_path / "ns.db.settled").stat().st_size == 0
+    ns.close()
+    assert [m.body for m in reopen(tmp_path / "ns.db", clock).peek("q", 0, 10)] == [b"c", b"d"]
+
+
+def test_a_full_settled_log_is_deleted_from_the_database_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("local_broker.store.sqlite.FOLD_SETTLED", 2)
+    clock = FakeClock()
+    ns, got = _settled_then_killed(tmp_path, clock)
+    ns.complete("q", [got[1].lock_token])
+    ns.commit()
+    assert _stored(tmp_path / "ns.db") == 3  # two in the log: full
+    ns.complete("q", [got[2].lock_token])
+    ns.commit()
+    assert _stored(tmp_path / "ns.db") == 0 and (tmp_path / "ns.db.settled").stat().st_size == 0
+    assert reopen(tmp_path / "ns.db", clock).peek("q", 0, 10) == []
+
+
+def test_a_torn_or_stray_settled_record_deletes_nothing(tmp_path: Path) -> None:
+    clock = FakeClock()
+    _, got = _settled_then_killed(tmp_path, clock)
+    with open(tmp_path / "ns.db.settled", "ab") as log:
+        log.write(struct.pack("<qq", got[1].uid, got[1].uid))  # fails its check
+        log.write(struct.pack("<q", got[2].uid))  # half a record
+    clock.advance(timedelta(minutes=5))
+    again = reopen(tmp_path / "ns.db", clock)
+    again.tick()
+    assert sorted(m.body for m in again.receive("q", 10)) == [b"b", b"c"]
 
 
 def test_deleted_entity_leaves_nothing_behind(tmp_path: Path) -> None:
