@@ -1171,7 +1171,15 @@ class Namespace(Management, Transactions):
     def _purge_stale(self) -> None:
         """Drop heap tops that mean nothing any more (settled, renewed, cancelled): exact deadlines."""
         heap = self._lock_heap
-        while heap and not any(m.lock_token is not None and m.locked_until == heap[0][0] for m in heap[0][2]):
+        while heap:
+            until, _, locked = heap[0]
+            live = next(
+                (i for i, m in enumerate(locked) if m.lock_token is not None and m.locked_until == until),
+                None,
+            )
+            if live is not None:
+                del locked[:live]  # settled one by one, a batch's lock entry is scanned once, not per purge
+                break
             heapq.heappop(heap)
         sheap = self._session_heap
         while sheap and not (
