@@ -217,10 +217,12 @@ class Console:
             return _redirect(pages.url("login"), self._set_cookie("", 0))
         if route == ["faults"]:
             return self._set_faults(form, session)
-        if len(route) >= 3 and route[0] == "entity" and route[-1] in ("actions", "partitions"):
+        if len(route) >= 3 and route[0] == "entity" and route[-1] in ("actions", "partitions", "status"):
             path = "/".join(route[1:-1])
             if route[-1] == "partitions":
                 return self._set_partition(path, form, session)
+            if route[-1] == "status":
+                return self._set_status(path, form, session)
             return self._entity_action(path, params.get("queue", "main"), form, session)
         raise _Refused(404, f"No console action /{'/'.join(route)}.")
 
@@ -234,19 +236,26 @@ class Console:
                 raise _Refused(400, "Latency must be a whole number of milliseconds, not "
                                     f"'{form['latency_ms']}'.")
             change["latency_ms"] = int(form["latency_ms"])
-        answer = self.control.handle("PUT", ["faults"], json.dumps(change).encode())
-        if answer.status != 200:
-            raise _Refused(answer.status, answer.body["error"]["message"])
-        return _redirect(pages.url(note="Faults: " + json.dumps(answer.body)))
+        answer = self._control(["faults"], change)
+        return _redirect(pages.url(note="Faults: " + json.dumps(answer)))
 
     def _set_partition(self, path: str, form: dict[str, str], session: Session) -> ConsoleResponse:
         session.require(MANAGE)
         partition, _, state = form.get("partition", "").partition(":")
-        body = json.dumps({"available": state == "up"}).encode()
-        answer = self.control.handle("PUT", ["partitions", path, partition], body)
+        self._control(["partitions", path, partition], {"available": state == "up"})
+        return _redirect(pages.url("entity", path, note=f"Partition {partition} {state}."))
+
+    def _set_status(self, path: str, form: dict[str, str], session: Session) -> ConsoleResponse:
+        session.require(MANAGE)
+        answer = self._control(["status", path], {"status": form.get("status", "")})
+        return _redirect(pages.url("entity", path, note=f"Status of {path}: {answer['status']}."))
+
+    def _control(self, segments: list[str], change: dict[str, Any]) -> dict[str, Any]:
+        """A change through the control API's code (as `sbfed broker fault` makes it); its answer."""
+        answer = self.control.handle("PUT", segments, json.dumps(change).encode())
         if answer.status != 200:
             raise _Refused(answer.status, answer.body["error"]["message"])
-        return _redirect(pages.url("entity", path, note=f"Partition {partition} {state}."))
+        return answer.body
 
     def _entity_action(self, path: str, sub_queue: str, form: dict[str, str],
                        session: Session) -> ConsoleResponse:

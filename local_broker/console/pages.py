@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from local_broker.console.operations import EntityRow, PeekedMessage
+from local_broker.engine import EntityStatus
 from local_broker.engine.message import DEAD_LETTER_ERROR_DESCRIPTION, DEAD_LETTER_REASON
 
 PREFIX = "/$console"
@@ -187,6 +188,8 @@ def entity_page(row: EntityRow, at: float, sub_queue: str, messages: list[Peeked
     counts = (f'<p class="details" id="entity-details">{escape(row.status)}; {escape(_details(row))}'
               f'{_arrows(row)}</p><p id="entity-counts" data-refresh="{refresh}">'
               f'{entity_counts(row, at)}</p>')
+    if "Manage" in rights:
+        counts += _status_switch(row, csrf)
     action = url("entity", row.path, "actions", queue=sub_queue)
     if not row.receivable:  # a topic holds its messages in its subscriptions
         links = "".join(f'<li><a href="{url("entity", s.path)}">{escape(s.path)}</a>{_arrows(s)}</li>'
@@ -215,6 +218,15 @@ def entity_page(row: EntityRow, at: float, sub_queue: str, messages: list[Peeked
     return "".join(parts)
 
 
+def _status_switch(row: EntityRow, csrf: str) -> str:
+    """The entity's status (a drill can disable a queue, or only its sends or receives)."""
+    options = "".join(f'<option{" selected" if status.value == row.status else ""}>{status.value}</option>'
+                      for status in EntityStatus)
+    return (f'<form method="post" action="{url("entity", row.path, "status")}" class="status-switch">'
+            f'{_csrf(csrf)}<label>Status <select name="status" id="entity-status">{options}</select></label> '
+            '<button id="set-status">Set status</button></form>')
+
+
 def _rights_note(row: EntityRow, sub_queue: str, rights: frozenset[str]) -> str:
     """What this session cannot do here, and the right it would take (the buttons are left out)."""
     missing = []
@@ -224,8 +236,9 @@ def _rights_note(row: EntityRow, sub_queue: str, rights: frozenset[str]) -> str:
         missing.append("resubmitting needs Listen and Send")
     if sub_queue == "main" and row.kind != "subscription" and "Send" not in rights:
         missing.append("sending needs Send")
-    if "Manage" not in rights and row.partitions > 1:
-        missing.append("partition switches need Manage")
+    if "Manage" not in rights:
+        missing.append("status and partition switches need Manage" if row.partitions > 1
+                       else "the status switch needs Manage")
     if not missing:
         return ""
     held = ", ".join(sorted(rights)) or "no rights"

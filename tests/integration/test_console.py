@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
-from azure.servicebus.exceptions import ServiceBusConnectionError
+from azure.servicebus.exceptions import ServiceBusConnectionError, ServiceBusError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.server import BrokerServer
@@ -326,6 +326,29 @@ def test_partitions_and_latency_switches(broker: dict[str, Any]) -> None:
     slow = client.post("/$console/faults", {"latency_ms": "150"}, page.csrf)
     assert slow.status == 200 and "latency 150 ms" in slow.html
     assert client.post("/$console/faults", {"latency_ms": "0"}, page.csrf).status == 200
+
+
+def test_disabling_a_queue_from_its_page(broker: dict[str, Any]) -> None:
+    client = _manager(broker)
+    page = client.get("/$console/entity/orders")
+    assert "<option selected>Active</option>" in page.html
+    disabled = client.post("/$console/entity/orders/status", {"status": "SendDisabled"}, page.csrf)
+    assert disabled.status == 200 and "Status of orders: SendDisabled." in disabled.html
+    try:
+        with pytest.raises(ServiceBusError, match="disabled"):
+            _send(broker, "orders", ServiceBusMessage("refused"))
+        assert "<td>SendDisabled</td>" in client.get("/$console/fragments/entities").html
+    finally:
+        active = client.post("/$console/entity/orders/status", {"status": "Active"}, page.csrf)
+    assert active.status == 200 and "<option selected>Active</option>" in active.html
+    _send(broker, "orders", ServiceBusMessage("accepted again"))
+    wrong = client.post("/$console/entity/orders/status", {"status": "Paused"}, page.csrf)
+    assert wrong.status == 400 and "The status must be one of" in wrong.html
+    reader = ConsoleClient(_base(broker))
+    reader_page = reader.sign_in("reader", LISTENER_KEY)
+    assert 'id="entity-status"' not in reader.get("/$console/entity/orders").html
+    refused = reader.post("/$console/entity/orders/status", {"status": "Disabled"}, reader_page.csrf)
+    assert refused.status == 401 and "&#x27;Manage&#x27; claim(s) are required" in refused.html
 
 
 def test_send_to_a_topic_reaches_its_subscription_and_its_forward(broker: dict[str, Any]) -> None:

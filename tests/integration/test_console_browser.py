@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
-from azure.servicebus.exceptions import ServiceBusConnectionError
+from azure.servicebus.exceptions import ServiceBusConnectionError, ServiceBusError
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.broker_process import ROOT
 from tests.console_client import served_namespace
@@ -218,6 +218,20 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     browser.find_element(By.CSS_SELECTOR, "#subscriptions a").click()
     _until(browser, lambda d: "→ audit" in d.find_element(By.ID, "entity-details").text,
            "the subscription page")
+
+    # A queue's status switch: sends are refused while it is SendDisabled.
+    browser.get(base + "/$console/entity/orders")
+    for status in ("SendDisabled", "Active"):
+        Select(_until(browser, lambda d: d.find_elements(By.ID, "entity-status"), "the status switch")[0]) \
+            .select_by_visible_text(status)
+        browser.find_element(By.ID, "set-status").click()
+        _until(browser, lambda d, s=status: f"Status of orders: {s}." in d.find_element(By.ID, "note").text,
+               f"orders {status}")
+        if status == "SendDisabled":
+            _shot(browser, "entity-send-disabled")
+            with pytest.raises(ServiceBusError, match="disabled"):
+                _send(broker, "orders", ServiceBusMessage("while disabled"), retry_total=0)
+    _send(broker, "orders", ServiceBusMessage("accepted again"))
 
 
 def test_a_listen_only_key_finds_no_purge_or_resubmit(broker: dict[str, Any],
