@@ -3,10 +3,18 @@ filtered subscriptions select, replication tasks copy across namespaces, transfo
 
 from __future__ import annotations
 
-from patterns.building import MARK_REPLICATED, NOT_REPLICATED, TopologyBuilder, distinct
+from patterns.building import (
+    MARK_REPLICATED,
+    NOT_REPLICATED,
+    TopologyBuilder,
+    distinct,
+    replication_target,
+)
+from patterns.transforms import QUARANTINE_SUFFIX
 from topology import RuleSpec, Topology
 
 ROUTE_RULE = "route"
+UNROUTED_SUBSCRIPTION = "unrouted"
 SELECT_ALL = RuleSpec("replicate", {"sql": NOT_REPLICATED}, {"sql": MARK_REPLICATED})
 
 
@@ -28,7 +36,10 @@ def latency_optimization(origin: str, hubs: list[str], topic: str = "events", *,
 def splitting_and_routing(source: str, routes: dict[str, str], topic: str = "events", *,
                           audit_sink: str | None = None) -> Topology:
     """One source, several targets: each target namespace gets what its SQL filter selects from the source
-    topic (a filtered subscription per target, and its task); a message may match several routes or none."""
+    topic (a filtered subscription per target, and its task); a message may match several routes or none.
+    What matches none stays in the source's subscription `unrouted` (filter: no route matches), so it is
+    accounted for rather than gone; a message lacking a property a filter reads matches neither that route
+    nor `unrouted` (SQL's unknown), so filters should be total over the messages published."""
     distinct([source, *routes], at_least=2)
     if not routes:
         raise ValueError("splitting and routing needs at least one route (target namespace -> SQL filter)")
@@ -37,6 +48,9 @@ def splitting_and_routing(source: str, routes: dict[str, str], topic: str = "eve
     for target, sql in routes.items():
         build.forward_topic(source, target, topic, rule=RuleSpec(ROUTE_RULE, {"sql": sql}))
         build.consumer(target, topic)
+    unmatched = " OR ".join(f"({sql})" for sql in routes.values())
+    build.subscription(source, topic, UNROUTED_SUBSCRIPTION,
+                       rules=[RuleSpec(ROUTE_RULE, {"sql": f"NOT ({unmatched})"})])
     for ns in (source, *routes):
         build.audit_tap(ns, topic)
     return build.topology
@@ -45,13 +59,17 @@ def splitting_and_routing(source: str, routes: dict[str, str], topic: str = "eve
 def consolidation(sources: list[str], target: str, topic: str = "events", *, transform: str | None = None,
                   audit_sink: str | None = None) -> Topology:
     """Several sources into one target; the transform (if any) normalizes each source's messages to the
-    target's shape on the way. Duplicate detection on the target absorbs repeats from any source."""
+    target's shape on the way, and may reroute what it rejects to the target's queue `<topic>-quarantine`
+    (`transforms.quarantine`). Duplicate detection on the target absorbs repeats from any source, so the
+    sources' MessageIds must be distinct (or made so by the transform)."""
     distinct([*sources, target], at_least=2)
     build = TopologyBuilder(audit_sink)
     for source in sources:
         build.topic(source, topic)
         build.forward_topic(source, target, topic, rule=SELECT_ALL, transform=transform)
     build.consumer(target, topic)
+    if transform:
+        build.queue(target, f"{topic}{QUARANTINE_SUFFIX}", **replication_target())
     for ns in (*sources, target):
         build.audit_tap(ns, topic)
     return build.topology
@@ -59,8 +77,9 @@ def consolidation(sources: list[str], target: str, topic: str = "events", *, tra
 
 def editing(source: str, target: str, transform: str, topic: str = "events", *,
             audit_sink: str | None = None) -> Topology:
-    """Validation, reduction, enrichment: one copy whose transform drops (returns None), trims or adds to
-    each message on its way from the source topic to the target topic."""
+    """Validation, reduction, enrichment: one copy whose transform quarantines (reroutes to the target's
+    `<topic>-quarantine` queue with a reason), drops (returns None), trims or adds to each message on its way
+    from the source topic to the target topic."""
     if not transform:
         raise ValueError("an editing recipe needs a transform (module:function)")
     return consolidation([source], target, topic, transform=transform, audit_sink=audit_sink)

@@ -27,18 +27,34 @@ def spill_once(replica: Replica) -> Replica:
     return replica
 
 
+# Validators never drop what they reject: the copy goes to the target's quarantine queue with the reason.
+
+QUARANTINE_SUFFIX = "-quarantine"
+QUARANTINE_REASON = "quarantine-reason"
+REASON_LIMIT = 512  # characters of a reason kept in the property
+
+
+def quarantine(replica: Replica, reason: str) -> Replica:
+    """A copy a validator rejected is rerouted to `<entity>-quarantine` in the target namespace (a queue the
+    editing and consolidation recipes declare), unchanged but for `quarantine-reason`, so nothing a
+    validator rejects is lost and an operator can see why."""
+    replica.application_properties[QUARANTINE_REASON] = reason[:REASON_LIMIT]
+    replica.entity = f"{replica.entity}{QUARANTINE_SUFFIX}"
+    return replica
+
+
 # Stock edits for the validation / reduction / enrichment recipe (`recipes.editing`).
 
 PRIVATE_PREFIX = "private-"
 ORIGIN_PROPERTY = "origin-namespace"
 
 
-def validate_json(replica: Replica) -> Replica | None:
-    """Validation: a message whose body is not a JSON document is not copied."""
+def validate_json(replica: Replica) -> Replica:
+    """Validation: a message whose body is not a JSON document is quarantined."""
     try:
         json.loads(replica.body.as_bytes())
-    except ValueError:
-        return None
+    except ValueError as error:
+        return quarantine(replica, f"the body is not a JSON document: {error}")
     return replica
 
 
@@ -58,3 +74,9 @@ def add_origin(replica: Replica) -> Replica:
     if hops:
         replica.application_properties[ORIGIN_PROPERTY] = hops.split(HOP_SEPARATOR, 1)[0].split("/", 1)[0]
     return replica
+
+
+def validate_reduce_enrich(replica: Replica) -> Replica:
+    """The three edits in one task: private properties never leave the source (not even in quarantine),
+    a body that is not JSON is quarantined, and every copy names its origin namespace."""
+    return add_origin(validate_json(drop_private_properties(replica)))

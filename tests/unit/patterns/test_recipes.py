@@ -29,6 +29,9 @@ def test_splitting_and_routing_gives_each_target_its_filtered_subscription():
     subs = subscriptions(topo, "hub")
     rules = [(r.name, r.filter, r.action) for r in subs["to-eu"].rules]
     assert rules == [("route", {"sql": "region = 'eu'"}, None)]
+    # what no route takes stays accounted for in the source
+    assert [r.filter for r in subs["unrouted"].rules] == [
+        {"sql": "NOT ((region = 'eu') OR (region = 'us' OR priority > 5))"}]
     assert subs["to-us"].rules[0].filter == {"sql": "region = 'us' OR priority > 5"}
     assert routes_of(topo) == [("HUB", "to-eu", "EU", None), ("HUB", "to-us", "US", None)]
 
@@ -39,6 +42,10 @@ def test_consolidation_normalizes_every_source_into_one_target():
                                for s in ("shop1", "shop2", "shop3")]
     assert set(subscriptions(topo, "central")) == {"consumer", "audit"}
     assert len([t for t in topo.tasks if t["kind"] == "audit"]) == 4
+    # what the transform rejects has a place to go, with duplicate detection like any replication target
+    quarantine = topo.namespaces["central"].queues[0]
+    assert quarantine.name == "events-quarantine" and quarantine.properties["requires_duplicate_detection"]
+    assert not consolidation(["a", "b"], "c").namespaces["c"].queues  # no transform, nothing to quarantine
 
 
 def test_editing_is_one_transformed_copy():
