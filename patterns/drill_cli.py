@@ -1,10 +1,13 @@
-"""`sbfed drill <pattern>`: an outage drill of a federation pattern on the local broker (docs/drills.md).
+"""`sbfed drill <pattern>`: an outage drill of a federation pattern or recipe on the local broker
+(docs/drills.md).
 
-Starts `sbfed broker serve` with two namespaces (or uses a running broker's, `--broker READY_FILE`), applies
-the pattern through the admin client, runs its replication tasks with `sbfed functions run`, runs a
-producer and a consumer, takes the primary down through the control API for `--outage` seconds, brings it
-back, and prints what was sent, processed, lost, processed twice, the times to fail over and back, and the
-replication lag. Everything lands under `--out` (default ./demo-output/<pattern>).
+Starts `sbfed broker serve` with the pattern's namespaces (or uses a running broker's, `--broker
+READY_FILE`), applies the pattern through the admin client, runs its replication tasks with `sbfed functions
+run`, runs its producers and consumers, takes a namespace down through the control API for `--outage`
+seconds (the three patterns: the primary, whose clients fail over; a recipe: a namespace it copies to, whose
+copies must catch up), brings it back, and prints what was sent, processed, lost, processed twice, the times
+to fail over and back, and the replication lag. Everything lands under `--out` (default
+./demo-output/<pattern>).
 
 Exit status: 0 the drill passed, 1 something was lost or a check of the pattern failed, 2 bad arguments
 or the drill could not run.
@@ -19,9 +22,9 @@ from pathlib import Path
 
 from azure.core.exceptions import AzureError
 
+from patterns.drills.catalog import SCENARIOS
 from patterns.drills.metrics import format_summary
 from patterns.drills.run import DrillSettings, run_drill
-from patterns.drills.scenarios import SCENARIOS
 
 DEFAULTS = DrillSettings(pattern="active-passive", out=Path("."))
 
@@ -41,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         "--outage",
         type=float,
         default=DEFAULTS.outage,
-        help="seconds the primary stays down (default %(default)s)",
+        help="seconds the primary (a recipe: the namespace it copies to) stays down (default %(default)s)",
     )
     p.add_argument("--out", type=Path, help="output directory (default ./demo-output/<pattern>)")
     p.add_argument(
@@ -96,17 +99,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--namespaces",
-        default=",".join(DEFAULTS.namespaces),
-        help="primary,secondary namespace names (default %(default)s)",
+        help="namespace names, comma-separated: "
+        + "; ".join(f"{name}: {s.namespace_roles} (default {','.join(s.default_namespaces)})"
+                    for name, s in SCENARIOS.items()),
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log the clients' failovers and retries")
     return p
 
 
 def settings_from(args: argparse.Namespace) -> DrillSettings:
-    names = tuple(n.strip() for n in args.namespaces.split(",") if n.strip())
-    if len(names) != 2 or names[0] == names[1]:
-        raise ValueError(f"--namespaces needs two distinct names, got {args.namespaces!r}")
+    names = tuple(n.strip() for n in (args.namespaces or "").split(",") if n.strip())
     return DrillSettings(
         pattern=args.pattern,
         out=args.out or Path("demo-output") / args.pattern,
@@ -120,7 +122,7 @@ def settings_from(args: argparse.Namespace) -> DrillSettings:
         probe_interval=args.probe_interval,
         settle_timeout=args.settle_timeout,
         broker_file=args.broker,
-        namespaces=names,  # type: ignore[arg-type]
+        namespaces=names,
         in_memory=not args.data,
     )
 

@@ -85,20 +85,27 @@ def sdk_regions(
     """Primary and secondary from connection strings: senders to `topic`, receivers from its `subscription`,
     or senders to `queue` (receivers from it with `receive=True`). The SDK's own retries are cut to one, so
     the failover policy decides."""
+    entity = {"topic": topic, "subscription": subscription, "queue": queue, "receive": receive,
+              "client_options": client_options}
+    return (sdk_region(PRIMARY, connection_strings[PRIMARY], **entity),
+            sdk_region(SECONDARY, connection_strings[SECONDARY], **entity))
+
+
+def sdk_region(
+    name: str, connection_string: str, *, topic: str | None = None, subscription: str | None = None,
+    queue: str | None = None, receive: bool = False, client_options: Mapping[str, Any] | None = None,
+) -> Region:
+    """One namespace's region, as `sdk_regions` builds each of its two."""
     if (topic is None) == (queue is None) or (queue is not None and subscription is not None):
         raise ValueError("name a topic (and optionally its subscription) or a queue")
-    options = {"retry_total": 0, **(client_options or {})}
-
-    def region(name: str) -> Region:
-        client = ServiceBusClient.from_connection_string(connection_strings[name], **options)
-        if queue is not None:
-            return Region(name, lambda: client.get_queue_receiver(queue) if receive
-                          else client.get_queue_sender(queue))
-        if subscription is None:
-            return Region(name, lambda: client.get_topic_sender(topic))
-        return Region(name, lambda: client.get_subscription_receiver(topic, subscription))
-
-    return region(PRIMARY), region(SECONDARY)
+    client = ServiceBusClient.from_connection_string(connection_string,
+                                                     **{"retry_total": 0, **(client_options or {})})
+    if queue is not None:
+        return Region(name, lambda: client.get_queue_receiver(queue) if receive
+                      else client.get_queue_sender(queue))
+    if subscription is None:
+        return Region(name, lambda: client.get_topic_sender(topic))
+    return Region(name, lambda: client.get_subscription_receiver(topic, subscription))
 
 
 def message_record(

@@ -54,8 +54,12 @@ class Reconciliation:
 
 
 def reconcile_modes(settings: DrillSettings) -> dict[str, list[str]]:
-    """The `sbfed reconcile` modes that fit a pattern, each with its mode-specific arguments."""
-    primary, secondary = settings.namespaces
+    """The `sbfed reconcile` modes that fit a pattern, each with its mode-specific arguments. Latency
+    optimization copies everything from its origin to every hub (replica mode, a comparison per hub); the
+    other recipes deliver each message to one place or several chosen ones, or quarantine it, so only
+    their consumers' `processed` records can say nothing was lost (exactly-once: a message routed to two
+    targets counts as a duplicate there)."""
+    primary, secondary = settings.namespaces[:2]
     exactly_once = ["--mode", "exactly-once", "--expected-event", "sent"]
     if settings.pattern == "all-active":
         return {"mirror": ["--mode", "mirror"]}
@@ -63,6 +67,8 @@ def reconcile_modes(settings: DrillSettings) -> dict[str, list[str]]:
         ttl = parse_duration(settings.ttl).total_seconds()
         replica = ["--mode", "replica", "--source", primary, "--replica-ttl", f"{secondary}={ttl:g}s"]
         return {"replica": replica, "exactly-once": exactly_once}
+    if settings.pattern == "latency":
+        return {"replica": ["--mode", "replica", "--source", primary]}
     return {"exactly-once": exactly_once}
 
 

@@ -11,11 +11,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from azure.servicebus import ServiceBusMessage
 
-from patterns.failover import FailoverProducer, NamespacesUnavailableError
+from patterns.failover import NamespacesUnavailableError
 from patterns.regions import Region, is_outage, message_record, settle
 from replicators.audit import AuditSink
 
@@ -114,15 +114,26 @@ class Worker:
             raise RuntimeError(f"{self.name} failed: {self.error}") from self.error
 
 
+def numbered(index: int, message_id: str) -> ServiceBusMessage:
+    """The patterns' drill message: a small JSON document."""
+    return ServiceBusMessage(f'{{"n": {index}}}', message_id=message_id)
+
+
+class Producer(Protocol):
+    def send(self, message: Any) -> str: ...
+
+
 @dataclass
 class PacedProducer:
-    """Sends `count` messages (MessageIds `<prefix>-000000`, ...) through a failover producer at `rate`
-    messages per second; a message neither namespace accepted is counted, never retried by hand."""
+    """Sends `count` messages (MessageIds `<prefix>-000000`, ...; bodies and properties by `compose`) through
+    a producer at `rate` messages per second; a message no namespace accepted is counted, never retried by
+    hand."""
 
-    producer: FailoverProducer
+    producer: Producer
     prefix: str
     count: int
     rate: float
+    compose: Callable[[int, str], ServiceBusMessage] = numbered
     sent: int = 0
     unsent: list[str] = field(default_factory=list)
 
@@ -137,12 +148,36 @@ class PacedProducer:
                 return
             message_id = self.message_id(index)
             try:
-                self.producer.send(ServiceBusMessage(f'{{"n": {index}}}', message_id=message_id))
+                self.producer.send(self.compose(index, message_id))
             except NamespacesUnavailableError as error:
                 log.error("%s", error)
                 self.unsent.append(message_id)
                 continue
             self.sent += 1
+
+
+@dataclass
+class RegionProducer:
+    """A producer with one namespace and nowhere to fail over to (a recipe's source, which a drill keeps up):
+    a send it refuses is reported as unsent; an accepted one gets a `sent` audit record."""
+
+    region: Region
+    entity: str
+    audit: AuditSink
+
+    def send(self, message: Any) -> str:
+        try:
+            self.region.link.send_messages(message)
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            self.region.drop()
+            raise NamespacesUnavailableError(
+                f"MessageId {message.message_id} was not sent: {self.region.name}: {error}") from error
+        now = dt.datetime.now(dt.UTC)
+        self.audit.write([message_record("sent", message, namespace=self.region.name, entity=self.entity,
+                                         enqueued=now, observed=now)])
+        return self.region.name
 
 
 class LocalConsumer:
@@ -264,10 +299,10 @@ class Tracker:
         with self._lock:
             return set().union(*self.sent.values())
 
-    def processed_ids(self, namespace: str | None = None) -> set[str]:
+    def processed_ids(self) -> dict[str, set[str]]:
+        """The MessageIds processed, per namespace."""
         with self._lock:
-            lists = self.processed.values() if namespace is None else [self.processed.get(namespace, [])]
-            return set().union(*map(set, lists))
+            return {namespace: set(ids) for namespace, ids in self.processed.items()}
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
         with self._lock:

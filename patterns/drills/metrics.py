@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +86,6 @@ def _ids(ids: Iterable[str]) -> list[str]:
 
 
 def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, records: list[Record]) -> dict:
-    primary, secondary = scenario.drill.names
     run = f"-{scenario.drill.run_id}-"  # a reused broker may still hold messages of earlier drills
     by_event: dict[str, list[Record]] = defaultdict(list)
     for record in records:
@@ -98,19 +97,11 @@ def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, r
     handled = processed + aux
     problems: list[str] = []
 
-    if scenario.every_region_processes:
-        per_region = {
-            ns: Counter(r["message_id"] for r in handled if r["namespace"] == ns)
-            for ns in (primary, secondary)
-        }
-        lost = {m for m in sent if any(per_region[ns][m] == 0 for ns in per_region)}
-        twice = {m for counts in per_region.values() for m, n in counts.items() if n > 1}
-    else:
-        counts = Counter(r["message_id"] for r in handled)
-        lost = set(sent) - set(counts)
-        twice = {m for m, n in counts.items() if n > 1}
+    lost, twice, astray = _where_processed(scenario, sent, handled)
     if lost:
         problems.append(f"{len(lost)} message(s) lost: {_ids(lost)}")
+    if astray:
+        problems.append(f"{len(astray)} message(s) processed where they do not belong: {_ids(astray)}")
     homed = scenario.producers[0].prefix + "-"  # the producer whose home is the primary
     own_sends = [r for r in by_event["sent"] if r["message_id"].startswith(homed)]
     lag = replication_lag_ms(by_event["enqueued"] or processed)
@@ -127,7 +118,7 @@ def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, r
             "ttl": settings.ttl,
             "deadline": settings.deadline,
         },
-        "namespaces": [primary, secondary],
+        "namespaces": list(scenario.drill.names),
         "sent": len(sent),
         "sent_by_namespace": dict(Counter(r["namespace"] for r in sent.values())),
         "unsent": sum(len(p.unsent) for p in scenario.producers),
@@ -135,20 +126,9 @@ def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, r
         "processed_by_namespace": dict(Counter(r["namespace"] for r in processed)),
         "lost": len(lost),
         "processed_twice": len(twice),
-        "time_to_fail_over_s": {
-            "producer": _first_after(
-                [r for r in own_sends if r["namespace"] == secondary], timeline.fault_at
-            ),
-            "consumer": _first_after(
-                [r for r in processed if r["namespace"] == secondary], timeline.fault_at
-            ),
-        },
-        "time_to_fail_back_s": {
-            "producer": _first_after(
-                [r for r in own_sends if r["namespace"] == primary], timeline.restored_at
-            ),
-            "consumer": _consumer_back(scenario, processed, primary, timeline.restored_at),
-        },
+        "down": scenario.down,
+        "fails_over": scenario.fails_over,
+        **_switch_times(scenario, timeline, processed, own_sends),
         "replication_lag_ms": {
             "p50": _round(percentile(lag, 0.5)),
             "p99": _round(percentile(lag, 0.99)),
@@ -166,39 +146,97 @@ def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, r
     if twice:
         summary["processed_twice_ids"] = _ids(twice)
     details = scenario.details()
-    problems += CHECKS[settings.pattern](summary, details, by_event, handled, scenario)
+    problems += scenario.problems(summary, details, by_event, handled)
     summary["pattern_details"] = details
     summary["problems"] = problems
     summary["passed"] = not problems
     return summary
 
 
+def _where_processed(scenario: Scenario, sent: Iterable[str],
+                     handled: list[Record]) -> tuple[set[str], set[str], set[str]]:
+    """Messages lost (not processed where they must be), processed twice (in one of their destinations, or
+    anywhere when they have none), and processed in a namespace that is not one of their destinations."""
+    anywhere = Counter(r["message_id"] for r in handled)
+    by_namespace = Counter((r["namespace"], r["message_id"]) for r in handled)
+    lost, twice, astray = set(), set(), set()
+    for message_id in set(sent) | set(anywhere):
+        where = scenario.destinations(message_id)
+        counts = [anywhere[message_id]] if where is None else [by_namespace[ns, message_id] for ns in where]
+        if message_id in sent and 0 in counts:
+            lost.add(message_id)
+        if any(n > 1 for n in counts):
+            twice.add(message_id)
+        if sum(counts) < anywhere[message_id]:
+            astray.add(message_id)
+    return lost, twice, astray
+
+
+def _switch_times(scenario: Scenario, timeline: Timeline, processed: list[Record],
+                  own_sends: list[Record]) -> dict[str, dict[str, float | None]]:
+    """Seconds from the fault until the primary's producer and the consumer worked on the secondary, and from
+    the primary's return until they worked there again. Where nothing fails over (the recipes), only the
+    last: the first message processed in the namespace that was down, after it came back."""
+    down = scenario.down
+    if not scenario.fails_over:
+        back = _first_after([r for r in processed if r["namespace"] == down], timeline.restored_at)
+        return {"time_to_fail_over_s": {"producer": None, "consumer": None},
+                "time_to_fail_back_s": {"producer": None, "consumer": back}}
+    secondary = scenario.drill.names[1]
+    fault = timeline.fault_at
+    return {
+        "time_to_fail_over_s": {
+            "producer": _first_after([r for r in own_sends if r["namespace"] == secondary], fault),
+            "consumer": _first_after([r for r in processed if r["namespace"] == secondary], fault),
+        },
+        "time_to_fail_back_s": {
+            "producer": _first_after([r for r in own_sends if r["namespace"] == down], timeline.restored_at),
+            "consumer": _consumer_back(scenario, processed, down, timeline.restored_at),
+        },
+    }
+
+
 def _check_all_active(
     summary: dict, details: dict, by_event: dict[str, list[Record]], handled: list[Record], scenario: Scenario
 ) -> list[str]:
     """Every region gets every message enqueued once (audit taps) and processed once (consumers), none
-    bounces. An enqueue is a (MessageId, SequenceNumber): the audit taps are at-least-once, so a tap whose
-    complete the outage cut sees the message again when its lock expires, with the same sequence number;
-    a second enqueue (a copy duplicate detection let through) has a new one."""
+    bounces."""
+    names = scenario.drill.names
+    problems = check_arrivals(by_event, names, lambda message_id: names, details)
+    if summary["processed_twice"]:
+        problems.append(f"{summary['processed_twice']} message(s) processed twice in one region")
+    return problems
+
+
+def check_arrivals(by_event: dict[str, list[Record]], names: Iterable[str],
+                   arrivals: Callable[[str], Iterable[str]], details: dict) -> list[str]:
+    """Each message sent is enqueued exactly once in each namespace `arrivals` names for it (audit taps),
+    in no other, and never after more than one hop. An enqueue is a (MessageId, SequenceNumber): the audit
+    taps are at-least-once, so a tap whose complete an outage cut sees the message again when its lock
+    expires, with the same sequence number; a second enqueue (a copy duplicate detection let through, or a
+    copy that came back) has a new one."""
     problems = []
     sent = {r["message_id"] for r in by_event["sent"]}
-    for ns in scenario.drill.names:
+    for ns in names:
         records = [r for r in by_event["enqueued"] if r["namespace"] == ns]
         enqueues = {(r["message_id"], r["sequence_number"]) for r in records}
         seen = Counter(message_id for message_id, _ in enqueues)
-        missing, extra = sent - set(seen), {m for m, n in seen.items() if n > 1}
+        expected = {m for m in sent if ns in arrivals(m)}
+        missing, extra = expected - set(seen), {m for m, n in seen.items() if n > 1}
+        astray = (set(seen) & sent) - expected
         details[f"enqueued_in_{ns}"] = sum(seen.values())
         details[f"audit_redeliveries_in_{ns}"] = len(records) - len(enqueues)
         if missing:
             problems.append(f"{len(missing)} message(s) never reached {ns}: {_ids(missing)}")
         if extra:
             problems.append(f"{len(extra)} message(s) reached {ns} more than once: {_ids(extra)}")
+        if astray:
+            problems.append(f"{len(astray)} message(s) reached {ns}, where they do not belong: "
+                            f"{_ids(astray)}")
     bounced = {r["message_id"] for r in by_event["enqueued"] if hops(r) > 1}
     details["bounced"] = len(bounced)
     if bounced:
         problems.append(f"{len(bounced)} message(s) bounced back: {_ids(bounced)}")
-    if summary["processed_twice"]:
-        problems.append(f"{summary['processed_twice']} message(s) processed twice in one region")
     return problems
 
 
@@ -311,12 +349,15 @@ def format_summary(summary: dict) -> str:
     lag, over, back = s["replication_lag_ms"], s["time_to_fail_over_s"], s["time_to_fail_back_s"]
     by_ns = ", ".join(f"{ns} {n}" for ns, n in sorted(s["sent_by_namespace"].items()))
     lines = [
-        f"{s['pattern']} drill: {'PASS' if s['passed'] else 'FAIL'} "
-        f"({s['settings']['outage_s']:.0f} s outage, mode {s['settings']['mode']}, {s['duration_s']} s)",
+        f"{s['pattern']} drill: {'PASS' if s['passed'] else 'FAIL'} ({s['settings']['outage_s']:.0f} s "
+        f"outage of {s['down']}, mode {s['settings']['mode']}, {s['duration_s']} s)",
         f"  messages sent {s['sent']} ({by_ns}), processed {s['processed']}, lost {s['lost']}, "
         f"processed twice {s['processed_twice']}",
         f"  time to fail over: producer {_seconds(over['producer'])}, consumer {_seconds(over['consumer'])}; "
-        f"time to fail back: producer {_seconds(back['producer'])}, consumer {_seconds(back['consumer'])}",
+        f"time to fail back: producer {_seconds(back['producer'])}, consumer {_seconds(back['consumer'])}"
+        if s["fails_over"] else
+        f"  nothing fails over; first message processed in {s['down']} {_seconds(back['consumer'])} after "
+        "it came back",
         f"  replication lag p50 {lag['p50']} ms, p99 {lag['p99']} ms, max {lag['max']} ms "
         f"({lag['replicas']} replicas)",
     ]
@@ -341,6 +382,8 @@ def format_summary(summary: dict) -> str:
                           if k.startswith("audit_redeliveries_in_"))
         lines.append(f"  messages enqueued per region: {reached}; bounced {d['bounced']}; "
                      f"seen again by the audit taps (redelivered): {again}")
+    if "outcome" in d:
+        lines.append(f"  {d['outcome']}")
     skipped = d.get("duplicates_skipped") or {}
     if any(skipped.values()):
         lines.append("  repeated deliveries skipped by MessageId: "

@@ -19,16 +19,18 @@ from patterns.apply import apply_topology
 from patterns.building import connection_setting
 from patterns.drills import metrics
 from patterns.drills.broker import BrokerError, BrokerNamespace, BrokerProcess, read_ready_file
+from patterns.drills.catalog import SCENARIOS
 from patterns.drills.clients import Tracker, TrackingSink
 from patterns.drills.functions import FunctionsHostProcess
-from patterns.drills.scenarios import SCENARIOS, Scenario, Step
+from patterns.drills.scenarios import Scenario, Step
 from patterns.failover import FailoverPolicy
-from patterns.regions import PRIMARY, SECONDARY, Region, sdk_regions
+from patterns.regions import Region, sdk_region
 from replicators.audit import AuditSink, open_sink
 from topology import Topology, dump
 from topology.durations import parse_duration
 
 AUDIT_SINK_SETTING = "SBFED_AUDIT_SINK"
+_NUMBERS = {2: "two", 3: "three"}
 QUIET_SECONDS = 3.0  # after everything was processed: time for a late duplicate or bounce to show up
 
 
@@ -46,13 +48,21 @@ class DrillSettings:
     probe_interval: float = 5.0
     settle_timeout: float = 90.0  # after the last send, how long to wait for everything to be handled
     broker_file: Path | None = None  # namespaces of a running broker (its --ready-file); default: start one
-    namespaces: tuple[str, str] = (PRIMARY, SECONDARY)
+    namespaces: tuple[str, ...] = ()  # default: the scenario's (primary, secondary for the three patterns)
     in_memory: bool = True
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
         if self.pattern not in SCENARIOS:
             raise ValueError(f"unknown pattern '{self.pattern}': choose one of {', '.join(SCENARIOS)}")
+        scenario = SCENARIOS[self.pattern]
+        self.namespaces = tuple(self.namespaces or scenario.default_namespaces)
+        least, most = scenario.namespace_counts
+        if len({n.lower() for n in self.namespaces}) != len(self.namespaces) or not (
+                least <= len(self.namespaces) <= (most or len(self.namespaces))):
+            count = _NUMBERS.get(least, str(least)) if least == most else f"{least} or more"
+            raise ValueError(f"--namespaces needs {count} distinct names for {self.pattern} "
+                             f"({scenario.namespace_roles}), got {','.join(self.namespaces)!r}")
         if self.messages < 1 or self.outage <= 0 or self.warmup <= 0:
             raise ValueError("--messages must be at least 1, --outage and --warmup above 0 seconds")
         if self.mode not in ("drop", "refuse"):
@@ -86,7 +96,7 @@ class Drill:
     """What a scenario sees of the running drill."""
 
     settings: DrillSettings
-    names: tuple[str, str]
+    names: tuple[str, ...]
     namespaces: dict[str, BrokerNamespace]
     audit_dir: Path
     tracker: Tracker = field(default_factory=Tracker)
@@ -97,13 +107,12 @@ class Drill:
     _sinks: list[AuditSink] = field(default_factory=list)
 
     def regions(self, **entity: Any) -> tuple[Region, Region]:
-        """Primary and secondary for the failover clients (sdk_regions), named after the namespaces."""
-        strings = {
-            PRIMARY: self.namespaces[self.names[0]].connection_string,
-            SECONDARY: self.namespaces[self.names[1]].connection_string,
-        }
-        regions = sdk_regions(strings, **entity)
-        return Region(self.names[0], regions[0].connect), Region(self.names[1], regions[1].connect)
+        """Primary and secondary for the failover clients, named after the namespaces."""
+        return self.region(self.names[0], **entity), self.region(self.names[1], **entity)
+
+    def region(self, name: str, **entity: Any) -> Region:
+        """One namespace's sender or receiver factory (`sdk_region`)."""
+        return sdk_region(name, self.namespaces[name].connection_string, **entity)
 
     def sink(self, writer: str) -> AuditSink:
         sink = TrackingSink(open_sink(str(self.audit_dir), writer), self.tracker)
@@ -123,10 +132,10 @@ class DrillResult:
     summary_path: Path
 
 
-def prepare_topology(scenario: Scenario, names: tuple[str, str], settings: DrillSettings) -> Topology:
+def prepare_topology(scenario: Scenario, names: tuple[str, ...], settings: DrillSettings) -> Topology:
     """The pattern's topology with the drill's lock duration on every queue and subscription, so messages
     locked by a client when its connection is cut come back within the drill."""
-    topology = scenario.topology(names[0], names[1], str(settings.out / "audit"))
+    topology = scenario.topology(names, str(settings.out / "audit"))
     for namespace in topology.namespaces.values():
         for queue in namespace.queues:
             queue.properties.setdefault("lock_duration", settings.lock_duration)
@@ -190,7 +199,8 @@ def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = 
 
 def _run_timeline(drill: Drill, scenario: Scenario, report: Callable[[str], None]) -> Timeline:
     settings = drill.settings
-    control = drill.namespaces[drill.names[0]].control()
+    down = scenario.down
+    control = drill.namespaces[down].control()
     timeline = Timeline(started=dt.datetime.now(dt.UTC))
 
     def fault() -> None:
@@ -203,8 +213,8 @@ def _run_timeline(drill: Drill, scenario: Scenario, report: Callable[[str], None
 
     back = settings.warmup + settings.outage
     steps = [
-        Step(settings.warmup, f"{drill.names[0]} down ({settings.mode})", fault),
-        Step(back, f"{drill.names[0]} back up", restore),
+        Step(settings.warmup, f"{down} down ({settings.mode})", fault),
+        Step(back, f"{down} back up", restore),
         *scenario.steps(after=back + settings.recovery),
     ]
     sending_for = max(back + settings.recovery, max(step.offset for step in steps))

@@ -24,11 +24,14 @@ from patterns.drills.clients import (
     LocalConsumer,
     PacedProducer,
     PoisonMessage,
+    Producer,
     Worker,
+    numbered,
     recorded,
 )
+from patterns.drills.metrics import CHECKS, Record
 from patterns.failover import ConsumerOptions, FailoverConsumer, FailoverProducer
-from patterns.regions import Region
+from patterns.regions import PRIMARY, SECONDARY, Region
 from patterns.transforms import AUX_SUFFIX
 from topology import Topology
 from topology.durations import parse_duration
@@ -61,10 +64,27 @@ class Scenario:
     local_consumers: list[LocalConsumer] = field(default_factory=list)
 
     pattern = ""
-    every_region_processes = False  # all-active: each region must process every message
+    namespace_roles = "primary,secondary"  # what --namespaces lists, for its help and errors
+    default_namespaces: tuple[str, ...] = (PRIMARY, SECONDARY)
+    namespace_counts: tuple[int, int | None] = (2, 2)  # how many namespaces it takes: at least, at most
+    fails_over = True  # its clients fail over from the namespace the outage takes down, and back
 
-    def topology(self, primary: str, secondary: str, audit_sink: str) -> Topology:
+    def topology(self, names: tuple[str, ...], audit_sink: str) -> Topology:
         raise NotImplementedError
+
+    @property
+    def down(self) -> str:
+        """The namespace the outage takes down."""
+        return self.drill.names[0]
+
+    def destinations(self, message_id: str) -> frozenset[str] | None:
+        """The namespaces that must each process the message exactly once; None: exactly once, anywhere."""
+        return None
+
+    def problems(self, summary: dict[str, Any], details: dict[str, Any], by_event: dict[str, list[Record]],
+                 handled: list[Record]) -> list[str]:
+        """The pattern's own checks of what the drill's records show (metrics.CHECKS)."""
+        return CHECKS[self.pattern](summary, details, by_event, handled, self)
 
     def start(self, rate: float) -> None:
         raise NotImplementedError
@@ -100,11 +120,15 @@ class Scenario:
 
     def settled(self) -> bool:
         """Every message that was sent has been processed where the pattern says it must be."""
-        tracker = self.drill.tracker
-        sent = tracker.sent_ids()
-        if self.every_region_processes:
-            return all(sent <= tracker.processed_ids(ns) for ns in self.drill.names)
-        return sent <= tracker.processed_ids()
+        processed = self.drill.tracker.processed_ids()
+        anywhere = set().union(*processed.values())
+        for message_id in self.drill.tracker.sent_ids():
+            where = self.destinations(message_id)
+            if where is None and message_id not in anywhere:
+                return False
+            if where is not None and any(message_id not in processed.get(ns, ()) for ns in where):
+                return False
+        return True
 
     def failure(self) -> str | None:
         """The first client that died, and why (the drill stops instead of waiting for it)."""
@@ -121,8 +145,9 @@ class Scenario:
     def sending(self) -> bool:
         return any(w.alive for w in self.producer_workers)
 
-    def _produce(self, producer: FailoverProducer, prefix: str, count: int, rate: float) -> None:
-        paced = PacedProducer(producer, f"{prefix}-{self.drill.run_id}", count, rate)
+    def _produce(self, producer: Producer, prefix: str, count: int, rate: float,
+                 compose: Callable[[int, str], Any] = numbered) -> None:
+        paced = PacedProducer(producer, f"{prefix}-{self.drill.run_id}", count, rate, compose)
         self.producers.append(paced)
         self.producer_workers.append(Worker(f"producer-{prefix}", paced.run).start())
 
@@ -139,10 +164,12 @@ class Scenario:
 
 class AllActive(Scenario):
     pattern = "all-active"
-    every_region_processes = True
 
-    def topology(self, primary: str, secondary: str, audit_sink: str) -> Topology:
-        return federation.all_active([primary, secondary], TOPIC, audit_sink=audit_sink)
+    def topology(self, names: tuple[str, ...], audit_sink: str) -> Topology:
+        return federation.all_active(list(names), TOPIC, audit_sink=audit_sink)
+
+    def destinations(self, message_id: str) -> frozenset[str]:
+        return frozenset(self.drill.names)
 
     def start(self, rate: float) -> None:
         drill = self.drill
@@ -174,10 +201,8 @@ class AllActive(Scenario):
 class ActivePassive(Scenario):
     pattern = "active-passive"
 
-    def topology(self, primary: str, secondary: str, audit_sink: str) -> Topology:
-        return federation.active_passive(
-            primary, secondary, TOPIC, ttl=self.drill.settings.ttl, audit_sink=audit_sink
-        )
+    def topology(self, names: tuple[str, ...], audit_sink: str) -> Topology:
+        return federation.active_passive(*names, TOPIC, ttl=self.drill.settings.ttl, audit_sink=audit_sink)
 
     def start(self, rate: float) -> None:
         drill = self.drill
@@ -248,9 +273,9 @@ class ActivePassive(Scenario):
 class Spillover(Scenario):
     pattern = "spillover"
 
-    def topology(self, primary: str, secondary: str, audit_sink: str) -> Topology:
+    def topology(self, names: tuple[str, ...], audit_sink: str) -> Topology:
         return federation.spillover(
-            [primary, secondary], QUEUE, deadline=self.drill.settings.deadline, audit_sink=audit_sink
+            list(names), QUEUE, deadline=self.drill.settings.deadline, audit_sink=audit_sink
         )
 
     def start(self, rate: float) -> None:
@@ -323,4 +348,4 @@ def _events(events: list[Any]) -> list[dict[str, str]]:
     return [{"time": e.time.isoformat(), "kind": e.kind, "reason": e.reason} for e in events]
 
 
-SCENARIOS: dict[str, type[Scenario]] = {s.pattern: s for s in (AllActive, ActivePassive, Spillover)}
+PATTERNS: tuple[type[Scenario], ...] = (AllActive, ActivePassive, Spillover)

@@ -64,6 +64,8 @@ def test_ready_files_and_print_json_lines_describe_the_same_namespaces(namespace
 @pytest.mark.parametrize("argv, message", [
     (["sideways"], "invalid choice"),
     (["all-active", "--namespaces", "a"], "two distinct names"),
+    (["routing", "--namespaces", "a,b"], "three distinct names for routing (source,eu-target,us-target)"),
+    (["latency", "--namespaces", "us,us"], "2 or more distinct names for latency"),
     (["all-active", "--messages", "0"], "--messages must be at least 1"),
     (["all-active", "--mode", "unplug"], "invalid choice"),
     (["active-passive", "--ttl", "10s"], "--ttl: '10s' is not an ISO 8601 duration"),

@@ -10,29 +10,11 @@ from collections import Counter
 
 import pytest
 
-from patterns.drills.metrics import hops, parse_time, read_records
-from patterns.drills.run import DrillSettings, run_drill
+from patterns.drills.metrics import hops, parse_time
+from tests.e2e.drill_records import between, drill, of
 
 pytestmark = pytest.mark.slow
 LOCK = dt.timedelta(seconds=10)  # the drills' default lock duration
-
-
-def drill(tmp_path, pattern, **settings):
-    settings = {"outage": 6.0, "warmup": 4.0, "probe_interval": 3.0, **settings}
-    result = run_drill(DrillSettings(pattern=pattern, out=tmp_path / pattern, **settings),
-                       progress=lambda line: None)
-    records = read_records(tmp_path / pattern / "audit")
-    assert result.timeline.fault_at and result.timeline.restored_at, "the outage did not happen"
-    assert result.timeline.settled_at, f"not every message was handled: {result.summary}"
-    return result, records
-
-
-def of(records, event, **fields):
-    return [r for r in records if r["event"] == event and all(r.get(k) == v for k, v in fields.items())]
-
-
-def between(record, start, end):
-    return start <= parse_time(record["observed_time_utc"]) < end
 
 
 def test_all_active_every_region_gets_every_message_once_and_none_bounces(tmp_path):
