@@ -42,10 +42,11 @@ def _csrf(token: str) -> str:
 def login(namespace: str, note: str | None = None) -> str:
     form = (f'<form method="post" action="{url("login")}" class="login">'
             '<label>Policy name <input name="policy" value="RootManageSharedAccessKey" required></label>'
-            '<label>Key <input name="key" type="password" required autocomplete="off"></label>'
-            '<button id="sign-in">Sign in</button></form>'
-            '<p>Use a shared access policy of this namespace (its name and key, as in a connection string). '
-            'What you can do follows its rights: Listen peeks, Send sends, Manage purges and injects faults.'
+            '<label>Key or connection string <input name="key" type="password" required autocomplete="off">'
+            '</label><button id="sign-in">Sign in</button></form>'
+            '<p>Use a shared access policy of this namespace: its name and key, or a whole connection string '
+            '(its <code>SharedAccessKeyName</code> and <code>SharedAccessKey</code> are used). What you can '
+            'do follows the policy\'s rights: Listen peeks, Send sends, Manage purges and injects faults.'
             '</p>')
     return layout(namespace, "Sign in", form, note)
 

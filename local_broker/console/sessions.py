@@ -47,7 +47,11 @@ class Sessions:
         return self._one_time
 
     def login_with_key(self, policy_name: str, key: str, now: float) -> tuple[str, Session]:
-        """(cookie value, session) for a policy name and key of the namespace, or UnauthorizedError."""
+        """(cookie value, session) for a policy name and key of the namespace, or UnauthorizedError. A whole
+        connection string pasted as the key brings its own policy name and key."""
+        fields = dict(part.split("=", 1) for part in key.strip().split(";") if "=" in part)
+        if "SharedAccessKey" in fields:
+            policy_name, key = fields.get("SharedAccessKeyName", policy_name), fields["SharedAccessKey"]
         claim = self.auth.verify_plain(policy_name.strip(), key.strip())
         return self._open_session(claim.policy, now)
 

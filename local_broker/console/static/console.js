@@ -64,10 +64,31 @@
     });
   }
 
+  // A refresh sent to the sign-in page: the session ended (expired, signed out elsewhere, broker restarted).
+  function signedOut(loginUrl) {
+    clearInterval(timer);
+    if (document.getElementById("signed-out")) return;
+    const note = document.createElement("p");
+    note.className = "error";
+    note.id = "signed-out";
+    note.append("The session ended (it expired, was signed out, or the broker restarted); the figures " +
+                "below stopped. ");
+    const link = document.createElement("a");
+    link.href = loginUrl;
+    link.textContent = "Sign in again";
+    note.append(link);
+    document.querySelector("main").prepend(note);
+  }
+
+  let timer = null;
+
   function refresh() {
     document.querySelectorAll("[data-refresh]").forEach(function (element) {
       fetch(element.dataset.refresh, {credentials: "same-origin", cache: "no-store"})
         .then(function (response) {
+          if (response.redirected && new URL(response.url).pathname.endsWith("/login")) {
+            signedOut(response.url);
+          }
           if (response.redirected || !response.ok) throw new Error("status " + response.status);
           return response.text();
         })
@@ -97,6 +118,6 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     sample();
-    if (document.querySelector("[data-refresh]")) setInterval(refresh, 1000);
+    if (document.querySelector("[data-refresh]")) timer = setInterval(refresh, 1000);
   });
 })();

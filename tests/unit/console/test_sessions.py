@@ -30,6 +30,16 @@ def test_a_key_opens_a_session_with_its_policy_rights() -> None:
         sessions.login_with_key("nobody", "cmVhZGVyLWtleQ==", NOW)
 
 
+def test_a_pasted_connection_string_brings_its_policy_name_and_key() -> None:
+    sessions = _sessions()
+    pasted = "Endpoint=sb://localhost:5672;SharedAccessKeyName=reader;SharedAccessKey=cmVhZGVyLWtleQ==;" \
+             "UseDevelopmentEmulator=true;"
+    _, session = sessions.login_with_key("RootManageSharedAccessKey", f" {pasted} ", NOW)
+    assert session.policy == READER  # the name in the string wins over the form's default
+    with pytest.raises(UnauthorizedError):
+        sessions.login_with_key("reader", pasted.replace("cmVhZGVyLWtleQ==", "d3Jvbmc="), NOW)
+
+
 def test_the_one_time_token_works_once_and_a_wrong_one_does_not_use_it_up() -> None:
     sessions = _sessions()
     token = sessions.one_time_token()
