@@ -5,6 +5,8 @@ Each drill (docs/drills.md) starts `sbfed broker serve` and `sbfed functions run
 pattern, runs a producer and a consumer, and takes the primary down through the control API. The
 reconciliation then reads the audit logs the drill left and writes its JSON summary and HTML report:
 mirror mode for all-active, replica and exactly-once modes for active-passive, exactly-once for spillover.
+`--patterns` also takes the recipes (latency, routing, consolidation, editing): replica mode from the
+origin for latency, exactly-once for the others.
 
 Exit status: 0 nothing was lost and every check passed, 1 otherwise.
 """
@@ -27,11 +29,12 @@ from pathlib import Path
 from azure.core.exceptions import AzureError
 
 from patterns.drills.broker import BrokerProcess
+from patterns.drills.catalog import SCENARIOS
 from patterns.drills.metrics import format_summary
 from patterns.drills.run import DrillResult, DrillSettings, run_drill
 from topology.durations import parse_duration
 
-PATTERNS = ("all-active", "active-passive", "spillover")
+PATTERNS = ("all-active", "active-passive", "spillover")  # the default run; --patterns also takes the recipes
 GRACE = "10s"  # a replica later than this after its source is reported late (the outage delays some)
 
 
@@ -174,7 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--messages", type=int, default=400, help="messages per drill (default %(default)s)")
     p.add_argument("--outage", type=float, default=10.0,
                    help="seconds the primary is down (default %(default)s)")
-    p.add_argument("--patterns", default=",".join(PATTERNS), help="comma-separated subset to run")
+    p.add_argument("--patterns", default=",".join(PATTERNS),
+                   help=f"comma-separated drills to run (default %(default)s; any of {', '.join(SCENARIOS)})")
     p.add_argument("--no-reconcile", action="store_true", help="drills only (no Spark)")
     p.add_argument("--no-wait", action="store_true",
                    help="stop the last drill's broker at the end instead of waiting for Enter")
@@ -189,10 +193,10 @@ def main(argv: list[str]) -> int:
 
 def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     patterns = [p.strip() for p in args.patterns.split(",") if p.strip()]
-    unknown = set(patterns) - set(PATTERNS)
+    unknown = set(patterns) - set(SCENARIOS)
     if unknown:
         print(f"sbfed demo: unknown pattern(s) {', '.join(sorted(unknown))}; "
-              f"choose from {', '.join(PATTERNS)}", file=sys.stderr)
+              f"choose from {', '.join(SCENARIOS)}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.ERROR, filename=args.out / "clients.log", filemode="w",
@@ -200,8 +204,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     began = time.monotonic()
     drills: list[DrillResult] = []
     for pattern in patterns:
-        print(f"\n== drill: {pattern} ({args.messages} messages, {args.outage:.0f} s outage of the primary)",
-              flush=True)
+        print(f"\n== drill: {pattern} ({args.messages} messages, {args.outage:.0f} s outage)", flush=True)
         settings = DrillSettings(pattern=pattern, out=args.out / pattern, messages=args.messages,
                                  outage=args.outage)
         if pattern == patterns[-1]:
