@@ -1,5 +1,6 @@
 """What each pattern's drill runs and checks: its topology, its applications, the extra steps of its
-timeline, when it has settled, and the pattern's own figures.
+timeline, when it has settled, and the pattern's own figures (the recipes' drills build on the same base in
+recipes.py; catalog.py names them all).
 
 - all-active: a producer homed in each region (the primary's fails over to the secondary and back), a
   consumer in each region; every region must process every message once.
