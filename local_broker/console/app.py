@@ -144,25 +144,38 @@ class Console:
     def _page(self, route: list[str], params: dict[str, str], session: Session) -> ConsoleResponse:
         if route in ([], [""]):
             return self._namespace(session, params.get("note"))
-        if route == ["fragments", "entities"]:
-            at, rows = self.run_on_engine(operations.entities)
-            return ConsoleResponse(200, pages.entity_rows(rows, at).encode(), HTML,
-                                   {"Cache-Control": "no-store"})
-        if len(route) >= 3 and route[:2] == ["fragments", "entity"]:
-            at, row, _ = self._row("/".join(route[2:]))
-            return ConsoleResponse(200, pages.entity_counts(row, at).encode(), HTML,
+        if len(route) >= 2 and route[0] == "fragments":
+            return ConsoleResponse(200, self._fragment(route[1:]).encode(), HTML,
                                    {"Cache-Control": "no-store"})
         if len(route) >= 2 and route[0] == "entity":
             return self._entity("/".join(route[1:]), params, session)
         raise _Refused(404, f"No console page /{'/'.join(route)}.")
+
+    def _fragment(self, route: list[str]) -> str:
+        """A part of a page that console.js reloads every second."""
+        if route == ["entities"]:
+            at, rows = self.run_on_engine(operations.entities)
+            return pages.entity_rows(rows, at)
+        if route == ["status"]:
+            return pages.status_panel(self.health(), self._fault_state())
+        if route == ["namespaces"]:
+            return pages.namespace_rows(self.namespace_name, self._hosted())
+        if len(route) >= 2 and route[0] == "entity":
+            at, row, _ = self._row("/".join(route[1:]))
+            return pages.entity_counts(row, at)
+        raise _Refused(404, f"No console fragment /{'/'.join(route)}.")
+
+    def _hosted(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Every namespace of the broker: its console's address and its fault state now."""
+        return {name: (address, faults.state.to_json())
+                for name, (address, faults) in self.namespaces.items()}
 
     def _namespace(self, session: Session, note: str | None) -> ConsoleResponse:
         at, rows = self.run_on_engine(operations.entities)
         content = pages.namespace_page(self.namespace_name, self.health(), self._fault_state(),
                                        self._connection_strings(session), self.certificate, rows, at,
                                        MANAGE in session.policy.rights, session.csrf)
-        content += pages.namespaces(self.namespace_name, {
-            name: (address, faults.state.to_json()) for name, (address, faults) in self.namespaces.items()})
+        content += pages.namespaces(self.namespace_name, self._hosted())
         return self._html(200, pages.layout(self.namespace_name, "Namespace", content, note,
                                             session.policy.name, session.csrf))
 

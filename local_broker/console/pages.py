@@ -53,13 +53,8 @@ def login(namespace: str, note: str | None = None) -> str:
 
 def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], connection: dict[str, str],
                    certificate: str, rows: list[EntityRow], at: float, can_manage: bool, csrf: str) -> str:
-    status = _status(faults, health)
-    problems = "".join(f"<li>{escape(p)}</li>" for p in health)
-    parts = [f'<section><h2>Status</h2><p>Namespace <b id="ns-status" '
-             f'class="status-{escape(status.split()[0])}">'
-             f'{escape(status)}</b>, latency {int(faults.get("latency_ms") or 0)} ms.</p>'
-             + (f"<ul class='problems'>{problems}</ul>" if problems else "")
-             + _partitions_down(faults) + "</section>"]
+    parts = [f'<section><h2>Status</h2><div id="status" data-refresh="{url("fragments", "status")}">'
+             f'{status_panel(health, faults)}</div></section>']
     if can_manage:
         parts.append(_fault_switches(faults, csrf))
     else:
@@ -80,27 +75,42 @@ def namespace_page(namespace: str, health: list[str], faults: dict[str, Any], co
     return "".join(parts)
 
 
+def status_panel(health: list[str], faults: dict[str, Any]) -> str:
+    """The namespace's status, latency, problems and partitions down (refreshed every second: a drill may
+    take the namespace down through the control API while a person watches)."""
+    state = _state_of(faults, health)
+    problems = "".join(f"<li>{escape(p)}</li>" for p in health)
+    return (f'<p>Namespace <b id="ns-status" class="status-{escape(state.split()[0])}">{escape(state)}</b>, '
+            f'latency {int(faults.get("latency_ms") or 0)} ms.</p>'
+            + (f"<ul class='problems'>{problems}</ul>" if problems else "") + _partitions_down(faults))
+
+
 def namespaces(current: str, hosted: dict[str, tuple[str, dict[str, Any]]]) -> str:
     """Every namespace of the broker with its status and faults, linked to its console (each on its own
-    port, signed in with its own keys)."""
+    port, signed in with its own keys); nothing when the broker hosts just this one."""
+    if len(hosted) < 2:
+        return ""
+    return ('<section><h2>Namespaces of this broker</h2><table id="namespaces"><thead><tr><th>namespace</th>'
+            '<th>status</th><th>latency</th><th>partitions down</th></tr></thead>'
+            f'<tbody data-refresh="{url("fragments", "namespaces")}">{namespace_rows(current, hosted)}'
+            '</tbody></table></section>')
+
+
+def namespace_rows(current: str, hosted: dict[str, tuple[str, dict[str, Any]]]) -> str:
     rows = []
     for name, (address, faults) in sorted(hosted.items()):
         link = (f'<b>{escape(name)}</b> (this one)' if name == current
                 else f'<a href="{escape(address)}{PREFIX}/">{escape(name)}</a>')
-        status = _status(faults)
+        state = _state_of(faults)
         down = len(faults.get("partitions_down") or [])
         rows.append(f'<tr data-namespace="{escape(name)}"><td>{link}</td>'
-                    f'<td class="status-{status.split()[0]}">{escape(status)}</td>'
+                    f'<td class="status-{state.split()[0]}">{escape(state)}</td>'
                     f'<td class="n">{int(faults.get("latency_ms") or 0)} ms</td>'
                     f'<td class="n">{down}</td></tr>')
-    if len(rows) < 2:
-        return ""
-    return ('<section><h2>Namespaces of this broker</h2><table id="namespaces"><thead><tr><th>namespace</th>'
-            '<th>status</th><th>latency</th><th>partitions down</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></section>')
+    return "".join(rows)
 
 
-def _status(faults: dict[str, Any], health: list[str] | None = None) -> str:
+def _state_of(faults: dict[str, Any], health: list[str] | None = None) -> str:
     down = faults.get("namespace_down")
     return "down (" + down + ")" if down else ("degraded" if health else "up")
 

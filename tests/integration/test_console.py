@@ -267,6 +267,7 @@ def test_taking_the_namespace_down_and_back_up(broker: dict[str, Any]) -> None:
     page = client.get("/$console/")
     down = client.post("/$console/faults", {"namespace_down": "drop"}, page.csrf)
     assert down.status == 200 and 'class="status-down">down (drop)' in down.html
+    assert 'class="status-down">down (drop)' in client.get("/$console/fragments/status").html
     try:
         with pytest.raises(ServiceBusConnectionError), \
                 ServiceBusClient.from_connection_string(broker["connection_string"], retry_total=0) as sb, \
@@ -306,6 +307,8 @@ def test_each_namespace_links_to_the_others_consoles() -> None:
         secondary.faults.set({"namespace_down": "refuse", "latency_ms": 40})  # as its control API would
         row = re.search(r'<tr data-namespace="secondary">.*?</tr>', client.get("/$console/").html).group(0)
         assert 'class="status-down">down (refuse)' in row and "40 ms" in row
+        refreshed = client.get("/$console/fragments/namespaces").html  # what the open page reloads
+        assert re.search(r'<tr data-namespace="secondary">.*?down \(refuse\).*?</tr>', refreshed)
         other = ConsoleClient(f"http://127.0.0.1:{secondary.admin_port}")
         assert other.get(f"http://127.0.0.1:{secondary.admin_port}/$console/").url.endswith("/login")
         assert other.sign_in(primary.policy.name, primary.policy.key).status == 401  # its own keys

@@ -27,6 +27,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from patterns.drills.broker import BrokerNamespace
 from tests.broker_process import ROOT
 from tests.console_client import served_namespace
 
@@ -211,6 +212,16 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     _send(broker, "orders", ServiceBusMessage("after the outage"))
     _until(browser, lambda d: _active(d, "orders") == 5, "the message sent after the outage")
     _shot(browser, "namespace-back")
+
+    # A drill takes the namespace down through the control API while the page is open: the page follows.
+    control = BrokerNamespace.of(broker).control()
+    try:
+        control.set_down("refuse")
+        _until(browser, lambda d: d.find_element(By.ID, "ns-status").text == "down (refuse)",
+               "the status to follow the drill")
+    finally:
+        control.set_down(None)
+    _until(browser, lambda d: d.find_element(By.ID, "ns-status").text == "up", "the status back up")
 
     # A topic's page leads to its subscriptions, whose page says where it forwards.
     browser.find_element(By.LINK_TEXT, "events").click()
