@@ -40,7 +40,7 @@ from local_broker.engine.errors import (
     SessionLockLostError,
     StoreFullError,
 )
-from local_broker.engine.filtering import CompiledRule, Route, always, matching_rules
+from local_broker.engine.filtering import CompiledRule, Route, Target, selector
 from local_broker.engine.journal import Journal, NullJournal
 from local_broker.engine.management import Management
 from local_broker.engine.message import (
@@ -528,65 +528,57 @@ class Namespace(Management, Transactions):
             self._publish(target, m, now)
 
     @staticmethod
-    def _routes(topic: Topic) -> list[Route]:
+    def _routes(topic: Topic) -> Callable[[Message], list[Target]]:
         """The topic's fan-out plan, built again only after its subscriptions, rules or properties changed
         (Management sets `topic.routes` to None): subscriptions that can get a copy, in order, with
-        what deciding that takes."""
+        what deciding that takes, compiled into one selector."""
         routes = topic.routes
         if routes is None:
             cap = topic.props.default_message_time_to_live.total_seconds()
             filtering_errors_kept = not topic.props.filtering_messages_before_publishing
-            routes = topic.routes = []
+            plan = []
             for sub in topic.subscriptions.values():
                 props = sub.props
                 rules = tuple(rule for rule in sub.rules.values() if not rule.never)
                 if props.status is EntityStatus.DISABLED or not rules:
                     continue  # gets no copies whatever the message
-                only = rules[0]
-                alone = len(rules) == 1 and only.apply is None
-                routes.append(
+                plan.append(
                     Route(
                         sub,
-                        (only.matches or always) if alone else None,
                         rules,
                         props.dead_lettering_on_filter_evaluation_exceptions and filtering_errors_kept,
                         min(props.default_message_time_to_live.total_seconds(), cap),
+                        None if props.forward_to or props.requires_session else sub.main,
                     )
                 )
+            routes = topic.routes = selector(topic, plan)
         return routes
 
     def _publish(self, topic: Topic, m: Message, now: float) -> None:
         """Fan a topic message out into its subscriptions (semantics 4.6, 4.7)."""
         topic.enqueued += 1
-        targets: list[tuple[Route, Any]] = []
-        append = targets.append
-        for route in topic.routes if topic.routes is not None else self._routes(topic):
-            matches = route.matches
-            try:
-                if matches is not None:  # the usual: one filter and no action
-                    if matches(m):
-                        append((route, None))
-                    continue
-                plain, with_action = matching_rules(route.rules, m)
-            except FilterEvaluationError as exc:
-                if route.dead_letters_filter_errors:
-                    append((route, exc))
-                continue
-            if plain:
-                append((route, None))
-            for rule in with_action:
-                append((route, rule))
+        targets = (topic.routes or self._routes(topic))(m)
         if not targets:
             self._journal.delete(m)  # an activated or forwarded message may have a stored row
             return
         last = targets[-1]
+        own_ttl = m.time_to_live
         for target in targets:
             route, what = target
             sub = route.subscription
             copy = m if target is last else m.copy()
             sub.accessed = now
             if what is None:
-                self._enqueue(sub, copy, now, route.ttl)
+                main = route.main
+                if main is None:
+                    self._enqueue(sub, copy, now, route.ttl)
+                    continue
+                # _enqueue's common case, without the call (once per copy)
+                sub.enqueued += 1
+                ttl = route.ttl if own_ttl is None or own_ttl >= route.ttl else own_ttl
+                copy.expires_at = now + ttl if ttl < 1e15 else INF
+                copy.state = ACTIVE
+                self._place(main, copy)
                 continue
             if isinstance(what, CompiledRule):
                 copy.with_application_properties({"RuleName": what.props.name})  # the action's own dict

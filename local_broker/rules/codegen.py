@@ -9,7 +9,8 @@ str/int/bool/None literals are bound as names too, never spelled out as source.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from local_broker.rules.errors import FilterEvaluationError
 from local_broker.rules.target import MISSING, RuleTarget
 
 NOT_CONSTANT: Any = object()
+UNREAD: Any = object()  # a memo local's value until the property is first read
 Emitter = Callable[["Block", str], None]
 
 
@@ -34,8 +36,8 @@ class Node:
     """One compiled sub-expression: a Python expression (`source`) or, for AND/OR/NOT, statements (`emit`).
 
     `kind` is "condition", "value" or "boolean" (TRUE/FALSE, which serve as both); `reads_properties`
-    says whether the code uses the message's application properties; `depth` is how many operator
-    levels its code nests.
+    says whether the code uses the message's application properties; `memos` names the locals that keep
+    a property once read (see `RuleProgram.memo`); `depth` is how many operator levels its code nests.
     """
 
     kind: str
@@ -45,6 +47,7 @@ class Node:
     constant: Any = NOT_CONSTANT
     reference: PropertyReference | None = None
     reads_properties: bool = False
+    memos: frozenset[str] = frozenset()
     depth: int = 1
 
     @property
@@ -78,20 +81,48 @@ class Block:
             self.depth -= 1
 
 
+_programs = itertools.count(1)
+
+
 class RuleProgram:
-    """The namespace and the generated functions of one rule."""
+    """The namespace and the generated functions of one rule.
+
+    Its names are unique among all programs, so that the code of several rules can run in one function
+    (see `selector`).
+    """
 
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {
             "_M": MISSING,
+            "_U": UNREAD,
             "FilterEvaluationError": FilterEvaluationError,
             "_evaluation_error": _evaluation_error,
         }
+        self.serial = next(_programs)
         self.count = 0
 
     def name(self, prefix: str = "_t") -> str:
         self.count += 1
-        return f"{prefix}{self.count}"
+        return f"{prefix}{self.serial}_{self.count}"
+
+    @staticmethod
+    def memo(scope: str, name: str, read: str) -> tuple[str, str]:
+        """(the memo local of a property, an expression that reads it once per call of the function).
+
+        The local starts UNREAD (see `preamble`) and keeps the value from the first read on, wherever
+        that happens (so a read skipped by AND/OR costs nothing, and an error stays where it was). Its
+        name depends on the property only: every rule in one function shares it.
+        """
+        local = f"_{scope}_{name.encode('utf-8').hex()}"
+        return local, f"({local} if {local} is not _U else ({local} := {read}))"
+
+    @staticmethod
+    def preamble(block: Block, reads_properties: bool, memos: Iterable[str]) -> None:
+        """The lines a function body starts with for the properties its code reads."""
+        if reads_properties:
+            block.line("_props = message.application_properties")
+        for local in sorted(memos):
+            block.line(f"{local} = _U")
 
     def bind(self, value: Any) -> str:
         """Source text that evaluates to `value`: a literal for str/int/bool/None, else a bound name."""
@@ -110,8 +141,7 @@ class RuleProgram:
         block = Block()
         block.line("try:")
         with block.indented():
-            if node.reads_properties:
-                block.line("_props = message.application_properties")
+            self.preamble(block, node.reads_properties, node.memos)
             suffix = " is True" if truth else ""
             if node.emit is None:
                 block.line(f"return ({node.source}){suffix}")

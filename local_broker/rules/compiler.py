@@ -114,6 +114,7 @@ class Compiler:
             source=source,
             emit=emit,
             reads_properties=any(operand.reads_properties for operand in operands),
+            memos=frozenset().union(*(operand.memos for operand in operands)),
             depth=1 + max((operand.depth for operand in operands), default=0),
         )
         if all(operand.is_constant for operand in operands):
@@ -261,7 +262,9 @@ class Compiler:
                     f"if {value}.__class__ is str else {test})"
                 )
         else:
-            thunks = ", ".join(f"lambda: {item.source}" for item in items)
+            # a lambda has locals of its own: it starts from the memos' values (see RuleProgram.memo)
+            memos = [", ".join(f"{memo}={memo}" for memo in sorted(item.memos)) for item in items]
+            thunks = ", ".join(f"lambda {own}: {item.source}" for own, item in zip(memos, items, strict=True))
             test = f"{self.helper(runtime.member)}({value}, [{thunks}]) is not {negated}"
         source = f"(None if ({value} := {operand.source}) is None else {test})"
         return self.built("condition", self.position(tree), [operand, *items], source=source)
@@ -278,7 +281,7 @@ class Compiler:
         target = self.node(tree.children[1])
         reference, position = target.reference, self.position(tree)
         if reference is not None and reference.scope == "sys":
-            return Node("condition", position, source=f"({target.source} is not None)")
+            return Node("condition", position, source=f"({target.source} is not None)", memos=target.memos)
         if reference is not None:
             find = self.helper(runtime.find_user_key)
             name = self.program.bind(reference.name)
@@ -290,7 +293,9 @@ class Compiler:
             raise self.error("EXISTS needs a property", target.position)
         name_node = self.value(function.children[1])
         source = f"{self.helper(runtime.exists_named)}(_props, {name_node.source})"
-        return Node("condition", position, source=source, reads_properties=True, depth=name_node.depth + 1)
+        depth = name_node.depth + 1
+        memos = name_node.memos
+        return Node("condition", position, source=source, reads_properties=True, memos=memos, depth=depth)
 
     # ------------------------------------------------------------ values
 
@@ -377,23 +382,28 @@ class Compiler:
             if argument.is_constant and isinstance(argument.constant, str):
                 return self._user_property(argument.constant, position, None)
             source = f"{self.helper(runtime.read_named)}(_props, {argument.source})"
-            return Node("value", position, source=source, reads_properties=True, depth=argument.depth + 1)
+            depth = argument.depth + 1
+            memos = argument.memos
+            return Node("value", position, source=source, reads_properties=True, memos=memos, depth=depth)
         raise self.error(f"unknown function '{name_token.value}'; use newid(), property() or p()", position)
 
     def _property(self, tree: Tree) -> Node:
         position = self.position(tree)
         reference = self.reference(tree)
         if reference.scope == "sys":
-            source = f"message.get_system_property({reference.name!r})"
-            return Node("value", position, source=source, reference=reference)
+            read = f"message.get_system_property({reference.name!r})"
+            local, source = self.program.memo("s", reference.name, read)
+            return Node("value", position, source=source, reference=reference, memos=frozenset((local,)))
         return self._user_property(reference.name, position, reference)
 
     def _user_property(self, name: str, position: int, reference: PropertyReference | None) -> Node:
-        """The exact-case key inline; other casings through the slow reader."""
+        """The exact-case key inline; other casings through the slow reader; once per message."""
         value, key = self.program.name(), self.program.bind(name)
         slow = self.helper(runtime.slow_user_property_reader(name))
-        source = f"({value} if ({value} := _props.get({key}, _M)) is not _M else {slow}(_props))"
-        return Node("value", position, source=source, reference=reference, reads_properties=True)
+        read = f"({value} if ({value} := _props.get({key}, _M)) is not _M else {slow}(_props))"
+        local, source = self.program.memo("u", name, read)
+        memos = frozenset((local,))
+        return Node("value", position, source=source, reference=reference, reads_properties=True, memos=memos)
 
     def reference(self, tree: Tree) -> PropertyReference:
         """The property a `property` tree names; unknown scopes and system properties are refused."""

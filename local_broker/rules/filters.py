@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from local_broker.rules.codegen import Node
 from local_broker.rules.compiler import Compiler, check_length
 from local_broker.rules.grammar import parse
 from local_broker.rules.target import MISSING, RuleTarget, find_user_key
@@ -19,13 +20,16 @@ class SqlFilter:
     `matches(message)` is True only when the condition is TRUE (not FALSE, not UNKNOWN) and raises
     FilterEvaluationError when it cannot be evaluated on the message. It is the generated function
     itself (no wrapper: it runs once per message and subscription). `condition(message)` gives the
-    three-valued outcome: True, False or None (UNKNOWN).
+    three-valued outcome: True, False or None (UNKNOWN). `node` and `namespace` are its generated code,
+    for a `selector` to inline.
     """
 
     sql_expression: str
     parameters: Mapping[str, Any]
     condition: Callable[[RuleTarget], bool | None] = field(repr=False, compare=False)
     matches: Callable[[RuleTarget], bool] = field(repr=False, compare=False)
+    node: Node = field(repr=False, compare=False)
+    namespace: Mapping[str, Any] = field(repr=False, compare=False)
 
 
 def compile_filter(sql_expression: str, parameters: Mapping[str, Any] | None = None) -> SqlFilter:
@@ -38,6 +42,8 @@ def compile_filter(sql_expression: str, parameters: Mapping[str, Any] | None = N
         dict(parameters or {}),
         compiler.function(condition),
         compiler.function(condition, truth=True),
+        condition,
+        compiler.program.namespace,
     )
 
 

@@ -307,3 +307,50 @@ def test_copies_share_one_content_until_one_of_them_changes(ns: Namespace, topic
     (dead,) = ns.peek("dead", 0, 1)
     assert (dead.dead_letter_source, dead.dead_letter_reason) == (sub_path("other"), "why")
     assert (plain.dead_letter_source, plain.dead_letter_reason, plain.subject) == (None, None, "original")
+
+
+def test_fan_out_decides_alike_before_and_after_its_selector_is_generated(ns: Namespace, topic: str) -> None:
+    """A topic's plan is interpreted for its first messages, then generated into one function: every kind
+    of subscription gets the same copies from both (filter errors, actions, forwarding, sessions)."""
+    ns.create_queue(QueueProperties("fwd"))
+    subscriptions = [
+        ("all", None),
+        ("none", RuleProperties("none", FalseFilter())),
+        ("corr", RuleProperties("corr", CorrelationFilter(label="l", properties={"n": 1}))),
+        ("sql", RuleProperties("sql", SqlFilter("n = 1 AND sys.Label = 'l'"))),
+        ("fails", RuleProperties("fails", SqlFilter("n + 'x' = 1"))),
+        ("fails-kept", RuleProperties("fails", SqlFilter("n + 'x' = 1"))),
+        ("action", RuleProperties("action", SqlFilter("n >= 1"), SqlRuleAction("SET m = n * 2"))),
+        ("forward", RuleProperties("forward", SqlFilter("n = 1"))),
+    ]
+    for name, rule in subscriptions:
+        props = SubscriptionProperties(
+            name,
+            dead_lettering_on_filter_evaluation_exceptions=name != "fails-kept",
+            forward_to="fwd" if name == "forward" else None,
+        )
+        ns.create_subscription(topic, props, rule)
+    ns.create_rule(topic, "action", RuleProperties("plain", SqlFilter("n = 2")))
+    ns.create_subscription(topic, SubscriptionProperties("session", requires_session=True))
+
+    def copies() -> dict[str, list[tuple[str | None, dict]]]:
+        names = [name for name, _ in subscriptions if name != "forward"]
+        paths = [sub_path(name) for name in names] + ["fwd"]  # (a session receiver would find nothing)
+        paths += [sub_path(name) + "/$DeadLetterQueue" for name in [*names, "session"]]
+        return {p: [(m.subject, m.application_properties) for m in ns.receive(p, 10, RAD)] for p in paths}
+
+    rounds = []
+    for _ in range(len(subscriptions) + 2):  # the last ones run the generated selector
+        ns.send(topic, [msg(subject="l", application_properties={"n": n}) for n in (1, 2, None)])
+        rounds.append(copies())
+    assert all(r == rounds[0] for r in rounds[1:])
+    first = rounds[0]
+    assert len(first[sub_path("all")]) == 3 and first[sub_path("none")] == []
+    assert first[sub_path("corr")] == [("l", {"n": 1})] and first[sub_path("sql")] == [("l", {"n": 1})]
+    assert len(first[sub_path("fails") + "/$DeadLetterQueue"]) == 2 and first[sub_path("fails-kept")] == []
+    assert first[sub_path("action")] == [
+        ("l", {"n": 1, "RuleName": "action", "m": 2}),
+        ("l", {"n": 2}),
+        ("l", {"n": 2, "RuleName": "action", "m": 4}),
+    ]
+    assert first["fwd"] == [("l", {"n": 1})] and len(first[sub_path("session") + "/$DeadLetterQueue"]) == 3

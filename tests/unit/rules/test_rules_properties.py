@@ -25,6 +25,7 @@ from local_broker.rules import (
     compile_action,
     compile_filter,
 )
+from local_broker.rules.selector import Choice, Step, compile_selector
 
 # Hypothesis warns about the size of these recursive strategies' reprs; that is expected here.
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
@@ -388,6 +389,31 @@ def test_filter_agrees_with_the_reference(tree, target, parameters):
     assert actual == expected, text
     if expected in (True, False, None):
         assert sql_filter.matches(target) is (expected is True)
+
+
+@SETTINGS
+@given(trees=st.lists(conditions, min_size=1, max_size=4), target=messages(), parameters=parameter_values)
+def test_a_selector_chooses_what_each_filter_alone_matches(trees, target, parameters):
+    """Filters inlined into one function (sharing each property read) decide as each does alone; a failing
+    filter is reported for itself only, and a Step runs in its place in the order."""
+    filters = [compile_filter(render(tree), parameters) for tree in trees]
+    expected: list[Any] = []
+    for number, sql_filter in enumerate(filters):
+        outcome = outcome_of(lambda sql_filter=sql_filter: sql_filter.matches(target))
+        if outcome is True:
+            expected.append(number)
+        elif isinstance(outcome, Raised):
+            expected.append(("failed", number, outcome.type_name))
+        expected.append("step")
+    decisions: list[Choice | Step] = []
+    for number, sql_filter in enumerate(filters):
+        decisions.append(Choice(sql_filter, number, ("failed", number)))
+        decisions.append(Step(lambda message, append: append("step")))
+    chosen = [
+        (*item[0], item[1].type_name) if isinstance(item, tuple) else item
+        for item in compile_selector(decisions)(target)
+    ]
+    assert chosen == expected, [render(tree) for tree in trees]
 
 
 @SETTINGS
