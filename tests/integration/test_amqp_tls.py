@@ -1,6 +1,6 @@
 """AMQPS and AMQP over WebSockets with the real Python SDK, as a client with no emulator mode uses them: the
 Azure-form connection string (no `UseDevelopmentEmulator`), TLS verified against the broker's certificate
-(`connection_verify=`).
+(`connection_verify=`), both of the SDK's AMQP stacks (pyamqp and uamqp).
 
 The SDK takes the port of an Azure-form endpoint from `custom_endpoint_address` (it dials 5671 whatever the
 `Endpoint` says), so the broker's ephemeral ports are passed there.
@@ -24,11 +24,13 @@ from topology import parse
 
 QUEUES = {"q": {}, "settle": {}, "sessions": {"requires_session": True}}
 TOPOLOGY = {"namespaces": {"tls": {"queues": QUEUES}}}
-# The SDK's stacks and the port each dials: the SDK's own pyamqp over AMQPS and over WebSockets, and the
-# uAMQP-C stack (`uamqp_transport=True`) over AMQPS.
+# The SDK's two stacks (its own pyamqp; uAMQP-C with `uamqp_transport=True`), each over AMQPS and over
+# WebSockets: the port each dials, its transport type, whether it is uamqp.
 TRANSPORTS = {
     "pyamqp-amqps": ("amqps_port", TransportType.Amqp, False),
     "pyamqp-websocket": ("websocket_port", TransportType.AmqpOverWebsocket, False),
+    "uamqp-amqps": ("amqps_port", TransportType.Amqp, True),
+    "uamqp-websocket": ("websocket_port", TransportType.AmqpOverWebsocket, True),
 }
 QUICK_FAILURE_S = 10  # well under the broker's 20 s handshake timeout: the client is told, not left waiting
 

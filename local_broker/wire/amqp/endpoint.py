@@ -553,6 +553,10 @@ class NamespaceEndpoint(Handler):
     def _reply(self, link: Link, state: LinkState, request: management.Request,
                reply: management.Reply) -> None:
         payload = management.encode_reply(request, reply, cbs=state.node is Node.CBS)
+        # The request's disposition leaves before its reply, as from Service Bus: proton may hold a
+        # disposition back to merge it with later ones, and uAMQP-C fails a request answered before it is
+        # settled ("Did not receive send confirmation"). Producing the output now writes it out.
+        link.connection.transport.pending()
         target = _reply_link(link, request.reply_to)
         if target is None:  # the client attaches its reply link after sending (a pair in the other order)
             unrouted = state.connection.unrouted

@@ -1,4 +1,4 @@
-"""The listening socket of a namespace and its SASL exchange (ANONYMOUS and PLAIN).
+"""The listening socket of a namespace and its SASL exchange (MSSBCBS, ANONYMOUS and PLAIN).
 
 proton's built-in SASL server (without Cyrus) offers only ANONYMOUS and EXTERNAL, but Service Bus also
 accepts PLAIN with a shared access policy name and key, which plain AMQP clients use. So the broker runs
@@ -49,6 +49,9 @@ AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_MECHANISMS, SASL_INIT, SASL_OUTCOME = 0x40, 0x41, 0x44
 OUTCOME_OK, OUTCOME_AUTH = 0, 1
 MAX_SASL_FRAME = 65536
+# No identity at SASL; rights come from CBS put-token. MSSBCBS is Service Bus's own name for that, which the
+# uAMQP-C clients (the Python SDK's uamqp transport, older SDKs) ask for and fail without.
+TOKEN_MECHANISMS = ("MSSBCBS", "ANONYMOUS")
 HANDSHAKE_TIMEOUT_S = 20.0  # from accept to the client's AMQP open (SASL included)
 
 # A new connection: the proton Connection (bound to a server transport) and its SASL identity
@@ -63,8 +66,8 @@ def _sasl_frame(code: int, fields: list) -> bytes:
     return struct.pack(">IBBH", 8 + len(body), 2, 1, 0) + body
 
 
-MECHANISMS_FRAME = _sasl_frame(
-    SASL_MECHANISMS, [Array(UNDESCRIBED, Data.SYMBOL, symbol("PLAIN"), symbol("ANONYMOUS"))])
+OFFERED = ("MSSBCBS", "PLAIN", "ANONYMOUS")  # Service Bus's order
+MECHANISMS_FRAME = _sasl_frame(SASL_MECHANISMS, [Array(UNDESCRIBED, Data.SYMBOL, *map(symbol, OFFERED))])
 
 
 class SaslDoor:
@@ -143,7 +146,7 @@ class SaslDoor:
     def _authenticate(self, fields: list) -> None:
         mechanism = str(fields[0]) if fields else ""
         response = bytes(fields[1]) if len(fields) > 1 and fields[1] is not None else b""
-        if mechanism == "ANONYMOUS":
+        if mechanism in TOKEN_MECHANISMS:
             self.claim = None
         elif mechanism == "PLAIN":
             try:
