@@ -46,7 +46,8 @@ TOPOLOGY = {"namespaces": {"primary": {
     "policies": {"RootManageSharedAccessKey": {"key": MANAGE_KEY,
                                                "rights": ["Manage", "Send", "Listen"]},
                  "reader": {"key": LISTENER_KEY, "rights": ["Listen"]}},
-    "queues": {"orders": {}, "audit": {}, "payments": {}},
+    "queues": {"orders": {}, "audit": {}, "payments": {}, "bulk": {}, "carts": {"requires_session": True},
+               "sharded": {"enable_partitioning": True}},
     "topics": {"events": {"subscriptions": {"all": {"forward_to": "audit"}}}},
 }}}
 
@@ -246,6 +247,68 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     _send(broker, "orders", ServiceBusMessage("accepted again"))
 
 
+def _sign_in(driver: webdriver.Chrome, base: str | None, key: str) -> None:
+    """Type `key` (a key, or a whole connection string) on the sign-in page: the one `base` leads to after
+    the cookies are gone, or the one open now (base None)."""
+    if base is not None:
+        driver.delete_all_cookies()
+        driver.get(base + "/")
+    _until(driver, lambda d: d.find_elements(By.NAME, "policy"), "the sign-in page")
+    driver.find_element(By.NAME, "key").send_keys(key)
+    driver.find_element(By.ID, "sign-in").click()
+    _until(driver, lambda d: d.find_elements(By.ID, "entity-rows"), "the namespace page after signing in")
+
+
+def _fill(driver: webdriver.Chrome, fields: dict[str, str]) -> None:
+    for name, value in fields.items():
+        driver.find_element(By.CSS_SELECTOR, f"form.send [name={name}]").send_keys(value)
+
+
+def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, Any],
+                                                             browser: webdriver.Chrome) -> None:
+    base = f"http://127.0.0.1:{broker['admin_port']}"
+    _sign_in(browser, base, MANAGE_KEY)
+
+    # A session queue's send form: body, message id, application properties, session id; then a scheduled one.
+    browser.find_element(By.LINK_TEXT, "carts").click()
+    _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "form.send"), "the send form")
+    _fill(browser, {"body": '{"sku": "A-1", "qty": 2}', "message_id": "cart-line-1",
+                    "properties": '{"channel": "web", "priority": 3}', "session_id": "cart-7"})
+    browser.find_element(By.ID, "send").click()
+    _until(browser, lambda d: "Sent a message to carts." in d.find_element(By.ID, "note").text, "the send")
+    [card] = browser.find_elements(By.CSS_SELECTOR, "article.message")
+    assert "cart-line-1" in card.text and "cart-7" in card.text and "'web'" in card.text and "3" in card.text
+    assert '"qty": 2' in card.find_element(By.CSS_SELECTOR, "pre.body-json").text
+    card.find_element(By.XPATH, ".//summary[text()='body as hex']").click()  # the other views, on a click
+    assert card.find_element(By.CSS_SELECTOR, "pre.body-hex").text.startswith("7b 22 73 6b 75")
+    _shot(browser, "sent")
+    _fill(browser, {"body": "later", "session_id": "cart-7", "schedule_seconds": "3600"})
+    browser.find_element(By.ID, "send").click()
+    _until(browser, lambda d: "scheduled 1" in d.find_element(By.ID, "counts").text, "the scheduled message")
+    with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
+            sb.get_queue_receiver("carts", session_id="cart-7", max_wait_time=5) as receiver:
+        [got] = receiver.receive_messages(max_message_count=5, max_wait_time=5)
+        assert got.message_id == "cart-line-1"
+        assert got.application_properties == {b"channel": b"web", b"priority": 3}
+        receiver.complete_message(got)
+
+    # A partitioned queue: a partition key sends to its partition; 25 messages page 20 and 5.
+    browser.get(base + "/$console/entity/sharded")
+    _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "form.send"), "the send form")
+    _fill(browser, {"body": "keyed", "partition_key": "tenant-9"})
+    browser.find_element(By.ID, "send").click()
+    _until(browser, lambda d: "tenant-9" in d.find_element(By.CSS_SELECTOR, "article.message").text,
+           "the keyed message with its PartitionKey")
+    _send(broker, "bulk", *[ServiceBusMessage(f"bulk-{i}") for i in range(25)])
+    browser.get(base + "/$console/entity/bulk")
+    _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "article.message")) == 20, "a page of 20")
+    browser.find_element(By.ID, "next-page").click()
+    _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "article.message")) == 5, "the last 5")
+    assert "bulk-24" in browser.find_element(By.TAG_NAME, "main").text
+    browser.find_element(By.LINK_TEXT, "← first").click()
+    _until(browser, lambda d: "bulk-0" in d.find_element(By.TAG_NAME, "main").text, "the first page again")
+
+
 def test_a_listen_only_key_finds_no_purge_or_resubmit(broker: dict[str, Any],
                                                       browser: webdriver.Chrome) -> None:
     base = f"http://127.0.0.1:{broker['admin_port']}"
@@ -257,11 +320,7 @@ def test_a_listen_only_key_finds_no_purge_or_resubmit(broker: dict[str, Any],
 
     # Signed in with the Manage policy's name and key, a person watches the namespace page until the session
     # ends under it: the page says so instead of going on with old figures.
-    browser.delete_all_cookies()
-    browser.get(base + "/")
-    _until(browser, lambda d: d.find_elements(By.NAME, "policy"), "the sign-in page")
-    browser.find_element(By.NAME, "key").send_keys(MANAGE_KEY)  # the policy field's default is its name
-    browser.find_element(By.ID, "sign-in").click()
+    _sign_in(browser, base, MANAGE_KEY)  # the policy field's default is the Manage policy's name
     _until(browser, lambda d: _active(d, "audit") == 0, "the namespace page")
     browser.delete_all_cookies()
     notice = _until(browser, lambda d: d.find_elements(By.ID, "signed-out"), "the signed-out notice")[0]
@@ -271,11 +330,8 @@ def test_a_listen_only_key_finds_no_purge_or_resubmit(broker: dict[str, Any],
     # A person pastes the reader policy's connection string on the sign-in page (its policy name and key
     # are taken from it; the policy field keeps its default).
     notice.find_element(By.LINK_TEXT, "Sign in again").click()
-    _until(browser, lambda d: d.find_elements(By.NAME, "policy"), "the sign-in page")
-    pasted = f"Endpoint=sb://localhost:{broker['amqp_port']};SharedAccessKeyName=reader;" \
-             f"SharedAccessKey={LISTENER_KEY};UseDevelopmentEmulator=true"
-    browser.find_element(By.NAME, "key").send_keys(pasted)
-    browser.find_element(By.ID, "sign-in").click()
+    _sign_in(browser, None, f"Endpoint=sb://localhost:{broker['amqp_port']};SharedAccessKeyName=reader;"
+                            f"SharedAccessKey={LISTENER_KEY};UseDevelopmentEmulator=true")
     _until(browser, lambda d: "signed in as reader" in d.find_element(By.TAG_NAME, "header").text,
            "signed in as reader")
     assert not browser.find_elements(By.ID, "fault-drop")
