@@ -5,8 +5,9 @@
 Starts `sbfed broker serve` (durable SQLite store unless --in-memory) as its own process, then from this
 process drives it with the SDK:
 - batch send: `ServiceBusMessageBatch`es of 1 KB messages until --messages are sent;
-- peek-lock receive + complete: a receiver with prefetch 100 receives and completes every message.
-For each phase it prints messages/s and the CPU seconds per message of the broker process (from
+- peek-lock receive + complete: a receiver with prefetch 100 receives and completes every message;
+then both again over AMQPS (TLS, the broker's certificate verified), and the TLS cost per message of each
+side. For each phase it prints messages/s and the CPU seconds per message of the broker process (from
 /proc/PID/stat) and of this client process (os.times), and whether the broker stayed below the client
 (the target: the broker is never the bottleneck).
 """
@@ -23,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
 
 ROOT = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -114,6 +115,25 @@ def receive_and_complete(client: ServiceBusClient, count: int, prefetch: int) ->
             done += len(messages)
 
 
+def run_phases(client: ServiceBusClient, label: str, broker_pid: int, args: argparse.Namespace
+               ) -> tuple[Phase, Phase]:
+    """A warm-up, then the two measured phases on `client`'s connection."""
+    with client:
+        batch_send(client, 200, args.size)  # warm-up: connections, first commits
+        receive_and_complete(client, 200, args.prefetch)
+        with Phase("batch send" + label, broker_pid, args.messages) as send:
+            batch_send(client, args.messages, args.size)
+        with Phase("peek-lock receive+complete" + label, broker_pid, args.messages) as receive:
+            receive_and_complete(client, args.messages, args.prefetch)
+    return send, receive
+
+
+def report_tls_cost(without: Phase, with_tls: Phase) -> None:
+    broker, client = (with_tls.broker - without.broker) * 1e6, (with_tls.client - without.client) * 1e6
+    print(f"TLS cost, {without.name:<26} broker {broker:+7.1f} us/msg   client {client:+7.1f} us/msg",
+          flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -129,14 +149,15 @@ def main() -> int:
             store = "in-memory" if args.in_memory else f"durable SQLite (synchronous={args.sync})"
             print(f"broker pid {proc.pid}, {store} store, {args.messages} x {args.size} B messages, "
                   f"prefetch {args.prefetch}", flush=True)
-            with ServiceBusClient.from_connection_string(namespace["connection_string"]) as client:
-                batch_send(client, 200, args.size)  # warm-up: connections, first commits
-                receive_and_complete(client, 200, args.prefetch)
-                with Phase("batch send", proc.pid, args.messages) as send:
-                    batch_send(client, args.messages, args.size)
-                with Phase("peek-lock receive+complete", proc.pid, args.messages) as receive:
-                    receive_and_complete(client, args.messages, args.prefetch)
-            results = [send.report(), receive.report()]
+            plain = ServiceBusClient.from_connection_string(namespace["connection_string"])
+            amqps = ServiceBusClient.from_connection_string(
+                namespace["amqps_connection_string"], transport_type=TransportType.Amqp,
+                custom_endpoint_address=f"sb://localhost:{namespace['amqps_port']}",
+                connection_verify=namespace["cert_path"])
+            phases = [run_phases(plain, "", proc.pid, args), run_phases(amqps, " (AMQPS)", proc.pid, args)]
+            results = [phase.report() for pair in phases for phase in pair]
+            for without, with_tls in zip(*phases, strict=True):
+                report_tls_cost(without, with_tls)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)

@@ -44,7 +44,11 @@ class TlsStream(Layer):
         """Up to `size` bytes of plaintext; b"" once the peer has closed; BlockingIOError when none yet."""
         parts: list[bytes] = []
         wanted = size
+        incoming = self._incoming
         while wanted > 0 and not self._ended:
+            buffered = incoming.pending or incoming.eof or self._tls.pending()
+            if not buffered and (parts or not self._fill()):  # the poll says when the socket has more
+                break
             try:
                 chunk = self._tls.read(wanted)
             except ssl.SSLWantReadError:
