@@ -98,7 +98,6 @@ class Journal:
         if not (
             self.full
             or self.state
-            or self.deleted
             or self.entities
             or self.entities_deleted
             or self.counters
@@ -106,7 +105,10 @@ class Journal:
             or self.dedup_prune
             or self.session_states
             or self.config
-        ):
+        ):  # nothing, or only settled messages to delete (a client settling one at a time: every turn)
+            if self.deleted:
+                self.store.write(ChangeSet(messages_deleted=list(self.deleted)))
+                self.deleted = set()
             return
         full = self.full
         changes = ChangeSet(
