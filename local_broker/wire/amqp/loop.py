@@ -294,12 +294,15 @@ class TransportIO:
         if self.closed:
             return
         transport = self.transport
+        impl = transport._impl
         try:
-            self._schedule_tick()  # first: a heartbeat due now leaves with this write
+            self._schedule_tick(impl)  # first: a heartbeat due now leaves with this write
             self._write()
-            capacity, pending = transport.capacity(), transport.pending()
         except ProtonException:
-            capacity = pending = -1
+            pass
+        # proton's C calls (its Python wrappers raise for errors): below zero is end of stream or an error
+        capacity = max(_LIB.pn_transport_capacity(impl), -1)
+        pending = max(_LIB.pn_transport_pending(impl), -1)
         if capacity < 0 and pending <= 0:
             if pending == 0:  # input over, nothing to say: the peer is gone (see the module docstring)
                 transport.close_head()
@@ -309,9 +312,9 @@ class TransportIO:
         mask = (READ if capacity > 0 else 0) | (WRITE if pending > 0 else 0)
         self.loop.watch(self.sock.fileno(), self, mask)
 
-    def _schedule_tick(self) -> None:
-        """Idle-timeout heartbeats the peer asked for (proton says when the next is due)."""
-        deadline = self.transport.tick(time.time())
+    def _schedule_tick(self, impl: Any) -> None:
+        """Idle-timeout heartbeats the peer asked for (proton says when the next is due, in ms)."""
+        deadline = _LIB.pn_transport_tick(impl, int(time.time() * 1000)) / 1000
         if not deadline or self.tick_at is not None:
             return
 
