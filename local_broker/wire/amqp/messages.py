@@ -19,6 +19,7 @@ from proton import char, symbol, timestamp
 
 from local_broker.engine import Message
 from local_broker.wire.amqp import codec
+from local_broker.wire.amqp.values import encode_map_items
 
 PARTITION_KEY = "x-opt-partition-key"
 VIA_PARTITION_KEY = "x-opt-via-partition-key"
@@ -129,28 +130,26 @@ _PARTITION_KEY, _VIA_PARTITION_KEY = symbol(PARTITION_KEY), symbol(VIA_PARTITION
 _SCHEDULED_ENQUEUE_TIME = symbol(SCHEDULED_ENQUEUE_TIME)
 
 
-def broker_annotations(msg: Message, *, with_lock: bool) -> dict[symbol, Any]:
-    """The `x-opt-*` annotations a received or peeked message carries."""
-    ann: dict[symbol, Any] = {
-        SEQUENCE_NUMBER: msg.sequence_number,
-        ENQUEUED_TIME: _ms(msg.enqueued_time),
-        ENQUEUE_SEQUENCE_NUMBER: msg.enqueued_sequence_number,
-    }
+def _broker_annotations(msg: Message, with_lock: bool) -> list[Any]:
+    """The `x-opt-*` annotations a received or peeked message carries, as the flat key, value, key, value...
+    list a map is encoded from."""
+    items: list[Any] = [SEQUENCE_NUMBER, msg.sequence_number, ENQUEUED_TIME, _ms(msg.enqueued_time),
+                        ENQUEUE_SEQUENCE_NUMBER, msg.enqueued_sequence_number]
     if with_lock and msg.locked_until is not None:
-        ann[LOCKED_UNTIL] = _ms(msg.locked_until)
+        items += (LOCKED_UNTIL, _ms(msg.locked_until))
     if msg.state:
-        ann[MESSAGE_STATE] = int(msg.state)
+        items += (MESSAGE_STATE, int(msg.state))
     if msg.partition_key is not None:
-        ann[_PARTITION_KEY] = msg.partition_key
+        items += (_PARTITION_KEY, msg.partition_key)
     if msg.via_partition_key is not None:
-        ann[_VIA_PARTITION_KEY] = msg.via_partition_key
+        items += (_VIA_PARTITION_KEY, msg.via_partition_key)
     if msg.scheduled_enqueue_time is not None:
-        ann[_SCHEDULED_ENQUEUE_TIME] = _ms(msg.scheduled_enqueue_time)
+        items += (_SCHEDULED_ENQUEUE_TIME, _ms(msg.scheduled_enqueue_time))
     if msg.dead_letter_source is not None:
-        ann[DEADLETTER_SOURCE] = msg.dead_letter_source
+        items += (DEADLETTER_SOURCE, msg.dead_letter_source)
     if msg.partition_id is not None:
-        ann[PARTITION_ID] = msg.partition_id
-    return ann
+        items += (PARTITION_ID, msg.partition_id)
+    return items
 
 
 def _property_list(msg: Message) -> list[Any]:
@@ -168,13 +167,17 @@ def _property_list(msg: Message) -> list[Any]:
 
 def encode_message(msg: Message, *, with_lock: bool) -> bytes:
     """The bytes of a message delivered to a receiver (or returned by peek / receive-deferred)."""
-    annotations = broker_annotations(msg, with_lock=with_lock)
-    if msg.annotations:
+    items = _broker_annotations(msg, with_lock)
+    if msg.annotations:  # the client's annotations, merged with the broker's
+        annotations = dict(zip(items[::2], items[1::2], strict=True))
         annotations.update((symbol(k), to_amqp(v)) for k, v in msg.annotations.items())
+        encoded_annotations = codec.encode_value(annotations)
+    else:  # the broker's alone: no dict in between
+        encoded_annotations = encode_map_items(items)
     ttl = None if msg.time_to_live is None else int(msg.time_to_live * 1000)
     parts = [
         codec.encode_header(True, 4, ttl, False, msg.delivery_count),
-        codec.described(codec.MESSAGE_ANNOTATIONS, codec.encode_value(annotations)),
+        codec.described(codec.MESSAGE_ANNOTATIONS, encoded_annotations),
         codec.described(codec.PROPERTIES, codec.encode_value(_property_list(msg))),
     ]
     if msg.application_properties:

@@ -184,6 +184,13 @@ def _write_compound(code: int, items: Any, count: int, out: list[bytes]) -> None
     out.append(bytes((code,)) + _I.pack(len(body) + 4) + _I.pack(count) + body)
 
 
+def encode_map_items(items: list[Any]) -> bytes:
+    """A map given as its flat key, value, key, value... list (the bytes `encode_value` makes of a dict)."""
+    out: list[bytes] = []
+    _write_compound(0xD1, items, len(items), out)
+    return out[0]
+
+
 def encode_value(value: Any) -> bytes:
     out: list[bytes] = []
     _write(value, out)

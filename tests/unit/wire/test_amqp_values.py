@@ -22,7 +22,7 @@ from proton import (
     ulong,
 )
 
-from local_broker.wire.amqp.values import decode_value, encode_value
+from local_broker.wire.amqp.values import decode_value, encode_map_items, encode_value
 
 SIMPLE = [
     None, True, False, 0, 7, -7, 300, -300, 2**40, -(2**40), 1.5, "", "text", "é" * 300, symbol("sym"),
@@ -80,3 +80,10 @@ def test_other_types_fall_back_to_proton(value) -> None:
 def test_truncated_input_raises() -> None:
     with pytest.raises(IndexError):
         decode_value(encode_value("text")[:-1])
+
+
+def test_a_map_from_its_items_is_the_dict_encoded() -> None:
+    items = [symbol("x-opt-sequence-number"), 7, symbol("x-opt-enqueued-time"), timestamp(1_700_000_000_000),
+             symbol("x-opt-partition-key"), "k" * 300]
+    assert encode_map_items(items) == encode_value(dict(zip(items[::2], items[1::2], strict=True)))
+    assert encode_map_items([]) == encode_value({})
