@@ -344,7 +344,7 @@ class Namespace(Management, Transactions):
         total = 0
         for m in messages:
             if m.message_id is None:  # Service Bus gives every message an id: a GUID without dashes
-                m.message_id = uuid.uuid4().hex
+                m.message_id = self._tokens.new().hex  # unique like a lock token (uuid4 is a system call)
             if m.application_properties or m.annotations:
                 self._check_properties(m)
             size = message_size(m)
