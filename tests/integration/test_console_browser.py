@@ -8,6 +8,7 @@ README's image is written to docs/images/ too."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -36,6 +37,7 @@ pytestmark = pytest.mark.slow
 SCREENSHOTS = ROOT / "tests" / "console-screenshots"
 README_IMAGES = ROOT / "docs" / "images"
 WAIT_SECONDS = 20
+MAX_SHOT_HEIGHT = 4000
 SPARKLINE_SAMPLES = 8
 CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
@@ -79,8 +81,14 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def _shot(driver: webdriver.Chrome, name: str, readme: str | None = None) -> Path:
+    """The whole page, beyond the window (through the DevTools protocol), saved as `name`.png."""
     path = SCREENSHOTS / f"{name}.png"
-    assert driver.save_screenshot(str(path)), path
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    height = min(size["height"], MAX_SHOT_HEIGHT)
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": height, "scale": 1}
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot",
+                                  {"format": "png", "captureBeyondViewport": True, "clip": clip})
+    path.write_bytes(base64.b64decode(shot["data"]))
     if readme and os.environ.get("SBFED_README_IMAGES") == "1":
         shutil.copyfile(path, README_IMAGES / readme)
     return path
