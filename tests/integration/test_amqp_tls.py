@@ -19,19 +19,11 @@ from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBu
 
 from local_broker.server import BrokerServer
 from local_broker.tls import ensure_certificate
+from tests.integration.tls_clients import TOPOLOGY, TRANSPORTS, still_serves, tls_client
 from tests.round_trip import round_trip, round_trip_on
 from topology import parse
 
-QUEUES = {"q": {}, "settle": {}, "sessions": {"requires_session": True}}
-TOPOLOGY = {"namespaces": {"tls": {"queues": QUEUES}}}
-# The SDK's two stacks (its own pyamqp; uAMQP-C with `uamqp_transport=True`), each over AMQPS and over
-# WebSockets: the port each dials, its transport type, whether it is uamqp.
-TRANSPORTS = {
-    "pyamqp-amqps": ("amqps_port", TransportType.Amqp, False),
-    "pyamqp-websocket": ("websocket_port", TransportType.AmqpOverWebsocket, False),
-    "uamqp-amqps": ("amqps_port", TransportType.Amqp, True),
-    "uamqp-websocket": ("websocket_port", TransportType.AmqpOverWebsocket, True),
-}
+BULK = 20
 QUICK_FAILURE_S = 10  # well under the broker's 20 s handshake timeout: the client is told, not left waiting
 
 
@@ -39,19 +31,6 @@ QUICK_FAILURE_S = 10  # well under the broker's 20 s handshake timeout: the clie
 def broker():
     with BrokerServer(parse(TOPOLOGY)) as server:
         yield server
-
-
-def _client(server: BrokerServer, transport: str, *, host: str = "localhost", key: str | None = None,
-            verify: str | None = None) -> ServiceBusClient:
-    namespace = server.namespaces["tls"]
-    port_kind, transport_type, uamqp = TRANSPORTS[transport]
-    connection_string = namespace.amqps_connection_string
-    if key is not None:
-        connection_string = connection_string.replace(namespace.policy.key, key)
-    return ServiceBusClient.from_connection_string(
-        connection_string, custom_endpoint_address=f"sb://{host}:{getattr(namespace, port_kind)}",
-        transport_type=transport_type, uamqp_transport=uamqp, connection_verify=verify or server.cert_path,
-        retry_total=0)
 
 
 def test_the_connection_string_is_azures_form(broker) -> None:
@@ -64,7 +43,7 @@ def test_the_connection_string_is_azures_form(broker) -> None:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_send_receive_and_settle(broker, transport: str) -> None:
-    with _client(broker, transport) as client:
+    with tls_client(broker, transport) as client:
         with client.get_queue_sender("settle") as sender:
             sender.send_messages([ServiceBusMessage(f"{transport}-{i}", message_id=str(i)) for i in range(3)])
         with client.get_queue_receiver("settle", max_wait_time=10) as receiver:
@@ -85,9 +64,25 @@ def test_send_receive_and_settle(broker, transport: str) -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_large_messages_in_bulk(broker, transport: str) -> None:
+    """Messages near the 256 KB limit, many at once both ways: frames larger than a TLS record or a WebSocket
+    frame, writes the socket takes only in part, reads that leave decoded bytes above the socket."""
+    bodies = [bytes([i]) * 200_000 for i in range(BULK)]
+    with tls_client(broker, transport) as client:
+        with client.get_queue_sender("bulk") as sender:
+            for body in bodies:
+                sender.send_messages(ServiceBusMessage(body))
+        with client.get_queue_receiver("bulk", prefetch_count=BULK, max_wait_time=10) as receiver:
+            got = _receive(receiver, BULK)
+            assert [b"".join(m.body) for m in got] == bodies
+            for message in got:
+                receiver.complete_message(message)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_management_operations(broker, transport: str) -> None:
     """Peek, schedule and cancel, renew a lock: requests and replies on `$management`."""
-    with _client(broker, transport) as client:
+    with tls_client(broker, transport) as client:
         with client.get_queue_sender("q") as sender:
             later = datetime.now(UTC) + timedelta(hours=1)
             [scheduled] = sender.schedule_messages(ServiceBusMessage("later"), later)
@@ -106,7 +101,7 @@ def test_management_operations(broker, transport: str) -> None:
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_sessions(broker, transport: str) -> None:
     session = f"session-{transport}"
-    with _client(broker, transport) as client:
+    with tls_client(broker, transport) as client:
         with client.get_queue_sender("sessions") as sender:
             sender.send_messages([ServiceBusMessage(f"{i}", session_id=session) for i in range(2)])
         with client.get_queue_receiver("sessions", session_id=session, max_wait_time=10) as receiver:
@@ -127,7 +122,7 @@ def test_a_wrong_key_is_refused_as_by_service_bus(broker, transport: str) -> Non
     uamqp 1.6 keeps a pointer into the reply it has freed, whoever the server)."""
     uamqp = TRANSPORTS[transport][2]
     expected = ServiceBusAuthenticationError if uamqp else ServiceBusConnectionError
-    with _client(broker, transport, key="d3Jvbmcta2V5") as client, \
+    with tls_client(broker, transport, key="d3Jvbmcta2V5") as client, \
             pytest.raises(expected) as caught, client.get_queue_sender("q") as sender:
         sender.send_messages(ServiceBusMessage("never"))
     if not uamqp:
@@ -136,18 +131,18 @@ def test_a_wrong_key_is_refused_as_by_service_bus(broker, transport: str) -> Non
 
 
 def test_the_certificate_names_127_0_0_1_too(broker) -> None:
-    with _client(broker, "pyamqp-amqps", host="127.0.0.1") as client:
+    with tls_client(broker, "pyamqp-amqps", host="127.0.0.1") as client:
         round_trip_on(client, "q", "by address")
 
 
 def test_a_client_that_trusts_another_ca_is_told_at_once(broker, tmp_path) -> None:
     other = ensure_certificate(tmp_path)  # a certificate the broker does not serve
     started = time.monotonic()
-    with _client(broker, "pyamqp-amqps", verify=str(other.cert_path)) as client, \
+    with tls_client(broker, "pyamqp-amqps", verify=str(other.cert_path)) as client, \
             pytest.raises(ServiceBusConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
         round_trip_on(client, "q", "never")
     assert time.monotonic() - started < QUICK_FAILURE_S
-    _still_serves(broker)
+    still_serves(broker)
 
 
 def test_plain_amqp_on_the_tls_port_is_told_at_once(broker) -> None:
@@ -157,7 +152,7 @@ def test_plain_amqp_on_the_tls_port_is_told_at_once(broker) -> None:
     with pytest.raises(ServiceBusConnectionError):
         round_trip(emulator_form, "q", "never")
     assert time.monotonic() - started < QUICK_FAILURE_S
-    _still_serves(broker)
+    still_serves(broker)
 
 
 def test_tls_on_the_plain_port_is_told_at_once(broker) -> None:
@@ -169,7 +164,7 @@ def test_tls_on_the_plain_port_is_told_at_once(broker) -> None:
     with client, pytest.raises(ServiceBusConnectionError):
         round_trip_on(client, "q", "never")
     assert time.monotonic() - started < QUICK_FAILURE_S
-    _still_serves(broker)
+    still_serves(broker)
 
 
 def test_a_tls_client_that_never_speaks_does_not_hold_up_others(broker) -> None:
@@ -180,17 +175,12 @@ def test_a_tls_client_that_never_speaks_does_not_hold_up_others(broker) -> None:
             socket.create_connection(("127.0.0.1", namespace.websocket_port)) as hello:
         hello.setblocking(False)
         tls = context.wrap_socket(hello, server_hostname="localhost", do_handshake_on_connect=False)
-        with pytest.raises(ssl.SSLWantReadError):
+        try:
             tls.do_handshake()  # the ClientHello goes out; the answer is left unread
-        _still_serves(broker)
+        except ssl.SSLWantReadError:
+            pass
+        still_serves(broker)
         assert idle.fileno() != -1
-
-
-def _still_serves(server: BrokerServer) -> None:
-    for transport in TRANSPORTS:
-        with _client(server, transport) as client:
-            round_trip_on(client, "q", f"still serving over {transport}")
-    round_trip(server.namespaces["tls"].connection_string, "q", "still serving plain AMQP")
 
 
 def _receive(receiver, count: int) -> list:

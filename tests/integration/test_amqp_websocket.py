@@ -1,0 +1,93 @@
+"""The WebSocket layer in the forms no SDK sends, driven with websocket-client (and a raw TLS socket where it
+cannot misbehave): a wrong path or subprotocol gets an HTTP error, pings get pongs, fragmented frames make one
+byte stream, a text frame or an unmasked one ends the connection with the close code RFC 6455 names; the
+broker serves others throughout."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+
+import pytest
+import websocket
+
+from local_broker.server import BrokerServer
+from local_broker.wire.amqp.websocket import PATH, SUBPROTOCOL
+from tests.integration.tls_clients import TOPOLOGY, still_serves
+from topology import parse
+
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+UPGRADE = (f"GET {PATH} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+           f"Sec-WebSocket-Protocol: {SUBPROTOCOL}\r\n\r\n").encode()
+ACCEPT = b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455's example answer to that key
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with BrokerServer(parse(TOPOLOGY)) as server:
+        yield server
+
+
+def _url(server: BrokerServer, path: str = PATH) -> str:
+    return f"wss://localhost:{server.namespaces['tls'].websocket_port}{path}"
+
+
+def _connect(server: BrokerServer, **options) -> websocket.WebSocket:
+    return websocket.create_connection(_url(server), subprotocols=[SUBPROTOCOL], timeout=10,
+                                       sslopt={"ca_certs": server.cert_path}, **options)
+
+
+@pytest.mark.parametrize(("path", "protocols", "status"), [
+    ("/", [SUBPROTOCOL], 404), ("/$servicebus/other", [SUBPROTOCOL], 404), (PATH, ["mqtt"], 400)])
+def test_a_wrong_path_or_subprotocol_is_an_http_error(broker, path: str, protocols: list[str],
+                                                      status: int) -> None:
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        websocket.create_connection(_url(broker, path), subprotocols=protocols, timeout=10,
+                                    sslopt={"ca_certs": broker.cert_path})
+    assert refused.value.status_code == status
+
+
+def test_fragments_make_one_stream_and_pings_get_pongs(broker) -> None:
+    ws = _connect(broker)
+    try:
+        assert ws.subprotocol.upper() == SUBPROTOCOL  # websocket-client lowercases it
+        ws.ping(b"are you there")
+        assert ws.recv_data(control_frame=True) == (websocket.ABNF.OPCODE_PONG, b"are you there")
+        ws.send_frame(websocket.ABNF.create_frame(SASL_HEADER[:3], websocket.ABNF.OPCODE_BINARY, fin=0))
+        ws.send_frame(websocket.ABNF.create_frame(SASL_HEADER[3:], websocket.ABNF.OPCODE_CONT, fin=1))
+        opcode, answer = ws.recv_data()
+        assert opcode == websocket.ABNF.OPCODE_BINARY
+        assert answer.startswith(SASL_HEADER) and b"MSSBCBS" in answer  # the header, then sasl-mechanisms
+    finally:
+        ws.close()
+    still_serves(broker)
+
+
+def test_a_text_frame_is_refused_with_1003(broker) -> None:
+    ws = _connect(broker)
+    try:
+        ws.send("AMQP in a text frame")
+        opcode, payload = ws.recv_data(control_frame=True)
+        assert (opcode, struct.unpack("!H", payload[:2])[0]) == (websocket.ABNF.OPCODE_CLOSE, 1003)
+    finally:
+        ws.shutdown()
+
+
+def test_an_unmasked_client_frame_is_refused_with_1002(broker) -> None:
+    context = ssl.create_default_context(cafile=broker.cert_path)
+    port = broker.namespaces["tls"].websocket_port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="localhost") as tls:
+        tls.sendall(UPGRADE)
+        response = b""
+        while b"\r\n\r\n" not in response:
+            response += tls.recv(4096)
+        head, _, rest = response.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101") and ACCEPT in head and SUBPROTOCOL.encode() in head
+        tls.sendall(bytes([0x82, len(SASL_HEADER)]) + SASL_HEADER)  # no mask bit
+        while len(rest) < 4:
+            rest += tls.recv(4096)
+        assert rest[0] == 0x88 and struct.unpack("!H", rest[2:4])[0] == 1002
+    still_serves(broker)

@@ -1,0 +1,43 @@
+"""The Python SDK as a client with no emulator mode builds it: the Azure-form connection string, the broker's
+certificate verified, each of the SDK's stacks over AMQPS and over WebSockets. The SDK takes the port of an
+Azure-form endpoint from `custom_endpoint_address` (it dials 5671 or 443 whatever the `Endpoint` says)."""
+
+from __future__ import annotations
+
+from azure.servicebus import ServiceBusClient, TransportType
+
+from local_broker.server import BrokerServer
+from tests.round_trip import round_trip, round_trip_on
+
+QUEUES = {"q": {}, "settle": {}, "bulk": {}, "sessions": {"requires_session": True}}
+TOPOLOGY = {"namespaces": {"tls": {"queues": QUEUES}}}
+# The SDK's two stacks (its own pyamqp; uAMQP-C with `uamqp_transport=True`), each over AMQPS and over
+# WebSockets: the port each dials, its transport type, whether it is uamqp.
+TRANSPORTS = {
+    "pyamqp-amqps": ("amqps_port", TransportType.Amqp, False),
+    "pyamqp-websocket": ("websocket_port", TransportType.AmqpOverWebsocket, False),
+    "uamqp-amqps": ("amqps_port", TransportType.Amqp, True),
+    "uamqp-websocket": ("websocket_port", TransportType.AmqpOverWebsocket, True),
+}
+
+
+def tls_client(server: BrokerServer, transport: str, *, host: str = "localhost", key: str | None = None,
+               verify: str | None = None) -> ServiceBusClient:
+    """A client of the `tls` namespace over `transport` (a key of TRANSPORTS), that does not retry."""
+    namespace = server.namespaces["tls"]
+    port_kind, transport_type, uamqp = TRANSPORTS[transport]
+    connection_string = namespace.amqps_connection_string
+    if key is not None:
+        connection_string = connection_string.replace(namespace.policy.key, key)
+    return ServiceBusClient.from_connection_string(
+        connection_string, custom_endpoint_address=f"sb://{host}:{getattr(namespace, port_kind)}",
+        transport_type=transport_type, uamqp_transport=uamqp, connection_verify=verify or server.cert_path,
+        retry_total=0)
+
+
+def still_serves(server: BrokerServer) -> None:
+    """Every transport, and plain AMQP, still gets a message through."""
+    for transport in TRANSPORTS:
+        with tls_client(server, transport) as client:
+            round_trip_on(client, "q", f"still serving over {transport}")
+    round_trip(server.namespaces["tls"].connection_string, "q", "still serving plain AMQP")
