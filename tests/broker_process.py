@@ -80,8 +80,9 @@ class ServeProcess:
 
 
 def emulator_ports_free() -> bool:
-    """Whether the emulator's own ports (5672, 5300) can be bound here now."""
-    for port in (5672, 5300):
+    """Whether the ports `sbfed broker serve` takes with no arguments (the emulator's 5672 and 5300, AMQPS's
+    5671, WebSockets' 5443) can be bound here now."""
+    for port in (5672, 5300, 5671, 5443):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))

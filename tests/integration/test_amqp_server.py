@@ -68,8 +68,11 @@ def test_serve_hosts_namespaces_keeps_data_and_exits_cleanly(tmp_path: Path) -> 
     proc, namespaces = _serve(topology, "--data", str(data))
     by_name = {n["namespace"]: n for n in namespaces}
     assert set(by_name) == {"primary", "secondary"}
-    assert len({n["amqp_port"] for n in namespaces} | {n["admin_port"] for n in namespaces}) == 4
+    kinds = ("amqp_port", "admin_port", "amqps_port", "websocket_port")
+    assert len({n[kind] for n in namespaces for kind in kinds}) == 8  # any free ones, the TLS ports too
     primary = by_name["primary"]
+    assert primary["amqps_connection_string"] == primary["admin_connection_string"].replace(
+        f"sb://127.0.0.1:{primary['admin_port']}", f"sb://localhost:{primary['amqps_port']}/")
     round_trip(primary["connection_string"], "orders", "first", wait=5)
     with ServiceBusClient.from_connection_string(primary["connection_string"]) as client, \
             client.get_queue_sender("orders") as sender:

@@ -19,6 +19,7 @@ from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBu
 
 from local_broker.server import BrokerServer
 from local_broker.tls import ensure_certificate
+from tests.broker_process import ServeProcess
 from tests.integration.tls_clients import TOPOLOGY, TRANSPORTS, still_serves, tls_client
 from tests.round_trip import round_trip, round_trip_on
 from topology import parse
@@ -133,6 +134,24 @@ def test_a_wrong_key_is_refused_as_by_service_bus(broker, transport: str) -> Non
 def test_the_certificate_names_127_0_0_1_too(broker) -> None:
     with tls_client(broker, "pyamqp-amqps", host="127.0.0.1") as client:
         round_trip_on(client, "q", "by address")
+
+
+def test_a_users_own_certificate_is_served(tmp_path) -> None:
+    own = ensure_certificate(tmp_path / "own")
+    with BrokerServer(parse(TOPOLOGY), tls=(str(own.cert_path), str(own.key_path))) as server:
+        assert server.cert_path == str(own.cert_path)
+        with tls_client(server, "pyamqp-amqps") as client:
+            round_trip_on(client, "q", "under the user's certificate")
+
+
+def test_a_certificate_that_cannot_be_served_stops_serve_with_one_line(tmp_path) -> None:
+    missing = str(tmp_path / "missing.pem")
+    code, err = ServeProcess(tmp_path, "--in-memory", "--amqp-port", "0", "--admin-port", "0",
+                             "--tls-cert", missing, "--tls-key", missing).exit()
+    assert code == 1
+    assert err.strip().splitlines() == [
+        f"sbfed broker serve: cannot serve TLS with certificate {missing} and key {missing}: "
+        "[Errno 2] No such file or directory"]
 
 
 def test_a_client_that_trusts_another_ca_is_told_at_once(broker, tmp_path) -> None:

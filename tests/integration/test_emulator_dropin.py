@@ -3,8 +3,8 @@ string unchanged with the real SDK, its Config.json in any order, ports and keys
 one-line errors (a taken port exits 1, an invalid topology exits 2, never a traceback).
 
 Only `test_the_documented_connection_string_works_unchanged` (and its JavaScript twin in tests/compat) binds
-the emulator's own ports (5672, 5300), and only when they are free; the others reach the same defaults
-through `--amqp-port`/`--admin-port`.
+the default ports (the emulator's 5672, 5300; AMQPS's 5671, WebSockets' 5443), and only when they are free;
+the others reach the same defaults through `--amqp-port`/`--admin-port`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.auth import generate_sas_token
 from tests.broker_process import ServeProcess, emulator_ports_free
-from tests.round_trip import round_trip
+from tests.round_trip import round_trip, round_trip_on
 
+AZURE_FORM = "Endpoint=sb://localhost/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE"
 EMULATOR_CONNECTION_STRING = ("Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;"
                               "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;")
 CONFIG_JSON = {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [
@@ -163,7 +164,8 @@ def test_an_invalid_topology_prints_every_problem_and_exits_2(tmp_path: Path) ->
 def test_the_documented_connection_string_works_unchanged(tmp_path: Path) -> None:
     """The emulator's own ports: run only when nothing else holds them (never in parallel with itself)."""
     if not emulator_ports_free():
-        pytest.skip("5672 or 5300 is taken on this machine; the defaults are covered through --amqp-port")
+        pytest.skip("5672, 5300, 5671 or 5443 is taken on this machine; the defaults are covered through "
+                    "--amqp-port")
     broker = ServeProcess(tmp_path, "--in-memory")
     namespace = broker.wait_ready()
     try:
@@ -173,5 +175,12 @@ def test_the_documented_connection_string_works_unchanged(tmp_path: Path) -> Non
             EMULATOR_CONNECTION_STRING.replace("localhost;", "localhost:5300;"),
             connection_verify=namespace["cert_path"]).create_queue("queue.1")
         round_trip(EMULATOR_CONNECTION_STRING, "queue.1", "unchanged")
+        # As Service Bus: AMQPS on 5671, the Azure-form string as it is, both of the SDK's stacks.
+        assert (namespace["amqps_port"], namespace["websocket_port"]) == (5671, 5443)
+        assert namespace["amqps_connection_string"] == AZURE_FORM
+        for uamqp in (False, True):
+            with ServiceBusClient.from_connection_string(AZURE_FORM, connection_verify=namespace["cert_path"],
+                                                         uamqp_transport=uamqp, retry_total=0) as client:
+                round_trip_on(client, "queue.1", f"Azure's form, uamqp={uamqp}")
     finally:
         broker.stop()
