@@ -6,6 +6,7 @@ control API like the wire endpoints do, and checks the rights of the session's p
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import time
@@ -82,8 +83,16 @@ class Console:
         return not segments or segments[0] == pages.PREFIX[1:]
 
     def respond(self, method: str, segments: list[str], query: str, headers: dict[str, str],
+                body: bytes, secure: bool) -> ConsoleResponse:
+        """`segments`: the percent-decoded path; `headers` lower-cased; `secure`: the request came over
+        HTTPS, so the session cookie is marked to go back over HTTPS only."""
+        response = self._answer(method, segments, query, headers, body)
+        if secure and "Set-Cookie" in response.headers:
+            response.headers["Set-Cookie"] += "; Secure"
+        return response
+
+    def _answer(self, method: str, segments: list[str], query: str, headers: dict[str, str],
                 body: bytes) -> ConsoleResponse:
-        """`segments`: the percent-decoded path; `headers` lower-cased."""
         if not segments:
             return _redirect(pages.url())
         route = segments[1:]
@@ -99,7 +108,7 @@ class Console:
             return _redirect(pages.url("login"))
         try:
             if method == "POST":
-                if form.get("csrf") != session.csrf:
+                if not hmac.compare_digest(form.get("csrf", "").encode(), session.csrf.encode()):
                     raise _Refused(403, "The form is stale or came from another site; reload the page.")
                 return self._act(route, params, form, session, headers)
             return self._page(route, params, session)

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import http.cookiejar
 import re
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,6 +81,30 @@ def test_nothing_but_health_without_signing_in(broker: dict[str, Any]) -> None:
 def _cookie(name: str, value: str) -> http.cookiejar.Cookie:
     return http.cookiejar.Cookie(0, name, value, None, False, "127.0.0.1", False, False, "/", True, False,
                                  None, False, None, None, {})
+
+
+def test_the_session_cookie_is_secure_over_https(broker: dict[str, Any]) -> None:
+    """Over https:// (the broker's certificate) the cookie goes back over HTTPS only; over plain HTTP on
+    loopback it cannot be marked so (the browser would drop it)."""
+    key = re.search(r"SharedAccessKey=([^;]+)", broker["connection_string"]).group(1)
+    form = urllib.parse.urlencode({"policy": "RootManageSharedAccessKey", "key": key}).encode()
+    cookies = {}
+    verified = ssl.create_default_context(cafile=broker["cert_path"])
+    for scheme in ("https", "http"):
+        opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=verified), _NoRedirect())
+        request = urllib.request.Request(f"{scheme}://localhost:{broker['admin_port']}/$console/login",
+                                         data=form, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as answer:  # the 303 to the console, not followed
+            opener.open(request, timeout=30)
+        assert answer.value.code == 303
+        cookies[scheme] = answer.value.headers["Set-Cookie"]
+    assert cookies["https"].endswith("; Secure") and "HttpOnly" in cookies["https"]
+    assert "Secure" not in cookies["http"]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *_: Any) -> None:
+        return None
 
 
 def test_the_printed_login_link_works_once(broker: dict[str, Any]) -> None:
@@ -259,6 +287,7 @@ def test_a_form_without_the_session_token_is_refused(broker: dict[str, Any]) -> 
     client = _manager(broker)
     assert client.post("/$console/faults", {"namespace_down": "drop"}, None).status == 403
     assert client.post("/$console/faults", {"namespace_down": "drop"}, "other").status == 403
+    assert client.post("/$console/faults", {"namespace_down": "drop"}, "jeton-é").status == 403
     assert 'class="status-up"' in client.get("/$console/").html
 
 

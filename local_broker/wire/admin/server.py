@@ -265,7 +265,7 @@ class AdminServer:
         is_control = bool(segments) and segments[0].lower() == CONTROL_PREFIX
         try:
             if Console.serves(segments):  # the web console authenticates by its own session cookie
-                page = self.console.respond(method, segments, parts.query, lowered, body)
+                page = self.console.respond(method, segments, parts.query, lowered, body, scheme == "https")
                 return AdminResponse(page.status, page.body, page.content_type, page.headers)
             claim = self._verify(lowered.get("authorization"))
             if is_control:
