@@ -55,8 +55,9 @@ def _plain_http(port: int, path: str, token: str | None) -> tuple[int, bytes]:
 
 
 def test_no_arguments_is_the_emulator_durable_in_the_default_directory(tmp_path: Path) -> None:
-    amqp, admin = _free_ports(2)
-    broker = ServeProcess(tmp_path, "--amqp-port", str(amqp), "--admin-port", str(admin))
+    amqp, admin, amqps, websocket = _free_ports(4)
+    broker = ServeProcess(tmp_path, "--amqp-port", str(amqp), "--admin-port", str(admin), "--amqps-port",
+                          str(amqps), "--websocket-port", str(websocket))
     namespace = broker.wait_ready()
     try:
         assert (namespace["namespace"], namespace["amqp_port"], namespace["admin_port"]) == \
@@ -88,6 +89,7 @@ def test_no_arguments_is_the_emulator_durable_in_the_default_directory(tmp_path:
     again = restarted.wait_ready()
     try:
         assert (again["amqp_port"], again["admin_port"]) == (amqp, admin)
+        assert (again["amqps_port"], again["websocket_port"]) == (amqps, websocket)
         assert again["emulator_connection_string"] == namespace["emulator_connection_string"]
         with ServiceBusClient.from_connection_string(again["emulator_connection_string"]) as client, \
                 client.get_queue_receiver("orders", max_wait_time=10) as receiver:
@@ -97,9 +99,10 @@ def test_no_arguments_is_the_emulator_durable_in_the_default_directory(tmp_path:
 
 
 def test_a_topology_pins_ports_and_keys_and_they_survive_a_restart(tmp_path: Path) -> None:
-    amqp, admin = _free_ports(2)
+    amqp, admin, amqps, websocket = _free_ports(4)
     topology = tmp_path / "topology.yaml"
-    topology.write_text(f"namespaces:\n  primary:\n    local: {{amqp_port: {amqp}, admin_port: {admin}}}\n"
+    topology.write_text(f"namespaces:\n  primary:\n    local: {{amqp_port: {amqp}, admin_port: {admin}, "
+                        f"amqps_port: {amqps}, websocket_port: {websocket}}}\n"
                         "    policies:\n      app: {key: c2VjcmV0LWtleQ==, rights: [Manage, Send, Listen]}\n"
                         "    queues:\n      orders: {}\n")
     data = tmp_path / "data"
@@ -107,7 +110,8 @@ def test_a_topology_pins_ports_and_keys_and_they_survive_a_restart(tmp_path: Pat
         broker = ServeProcess(tmp_path, "--topology", str(topology), "--data", str(data))
         namespace = broker.wait_ready()
         try:
-            assert (namespace["amqp_port"], namespace["admin_port"]) == (amqp, admin)
+            assert [namespace[kind] for kind in ("amqp_port", "admin_port", "amqps_port", "websocket_port")] \
+                == [amqp, admin, amqps, websocket]
             assert "SharedAccessKeyName=app;SharedAccessKey=c2VjcmV0LWtleQ==;" in \
                 namespace["emulator_connection_string"]
             round_trip(namespace["emulator_connection_string"], "orders", "pinned")
@@ -128,16 +132,17 @@ def test_the_emulator_config_json_loads_with_forward_references(tmp_path: Path) 
         broker.stop()
 
 
-@pytest.mark.parametrize("kind", ["amqp", "admin"])
-def test_a_taken_port_is_one_line_naming_it_and_the_option(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize(("kind", "what"), [
+    ("amqp", "AMQP port"), ("admin", "admin port"), ("amqps", "AMQPS port"),
+    ("websocket", "AMQP over WebSockets port")])
+def test_a_taken_port_is_one_line_naming_it_and_the_option(tmp_path: Path, kind: str, what: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        ports = {"amqp": "0", "admin": "0", kind: str(port)}
-        code, err = ServeProcess(tmp_path, "--in-memory", "--amqp-port", ports["amqp"],
-                           "--admin-port", ports["admin"]).exit()
-    what = "AMQP port" if kind == "amqp" else "admin port"
+        ports = {"amqp": "0", "admin": "0", "amqps": "0", "websocket": "0", kind: str(port)}
+        code, err = ServeProcess(tmp_path, "--in-memory", *(
+            argument for name, value in ports.items() for argument in (f"--{name}-port", value))).exit()
     assert code == 1
     assert err.splitlines() == [f"sbfed broker serve: port {port} (the {what} of namespace sbemulatorns) "
                                 f"is already in use; choose another with --{kind}-port"]
