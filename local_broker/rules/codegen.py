@@ -100,13 +100,13 @@ class RuleProgram:
         }
         self.serial = next(_programs)
         self.count = 0
+        self.memo_reads: dict[str, str] = {}  # memo expression -> its plain read (see `function`)
 
     def name(self, prefix: str = "_t") -> str:
         self.count += 1
         return f"{prefix}{self.serial}_{self.count}"
 
-    @staticmethod
-    def memo(scope: str, name: str, read: str) -> tuple[str, str]:
+    def memo(self, scope: str, name: str, read: str) -> tuple[str, str]:
         """(the memo local of a property, an expression that reads it once per call of the function).
 
         The local starts UNREAD (see `preamble`) and keeps the value from the first read on, wherever
@@ -114,7 +114,9 @@ class RuleProgram:
         name depends on the property only: every rule in one function shares it.
         """
         local = f"_{scope}_{name.encode('utf-8').hex()}"
-        return local, f"({local} if {local} is not _U else ({local} := {read}))"
+        expression = f"({local} if {local} is not _U else ({local} := {read}))"
+        self.memo_reads[expression] = read
+        return local, expression
 
     @staticmethod
     def preamble(block: Block, reads_properties: bool, memos: Iterable[str]) -> None:
@@ -138,21 +140,27 @@ class RuleProgram:
         Python errors of unusual values (an int too large for a float, a decimal NaN ordered, ...)
         leave it as FilterEvaluationError too, so that a filter never fails in any other way.
         """
-        block = Block()
-        block.line("try:")
-        with block.indented():
-            self.preamble(block, node.reads_properties, node.memos)
+        body = Block()
+        with body.indented():
             suffix = " is True" if truth else ""
             if node.emit is None:
-                block.line(f"return ({node.source}){suffix}")
+                body.line(f"return ({node.source}){suffix}")
             else:
                 result = self.name("_r")
-                node.emit(block, result)
-                block.line(f"return {result}{suffix}")
-        block.line("except (ArithmeticError, TypeError, ValueError) as _error:")
-        with block.indented():
-            block.line("raise _evaluation_error(_error) from _error")
-        source = "def _rule(message):\n" + "\n".join(block.lines) + "\n"
+                node.emit(body, result)
+                body.line(f"return {result}{suffix}")
+        code = "\n".join(body.lines)
+        for expression, read in self.memo_reads.items():  # one rule alone reads its properties plainly
+            code = code.replace(expression, read)
+        head = Block()
+        head.line("try:")
+        with head.indented():  # memos still named (by the lambdas of an IN list) start UNREAD
+            self.preamble(head, node.reads_properties, [memo for memo in node.memos if memo in code])
+        tail = Block()
+        tail.line("except (ArithmeticError, TypeError, ValueError) as _error:")
+        with tail.indented():
+            tail.line("raise _evaluation_error(_error) from _error")
+        source = "def _rule(message):\n" + "\n".join([*head.lines, code, *tail.lines]) + "\n"
         exec(compile(source, "<sql rule>", "exec"), self.namespace)
         return self.namespace.pop("_rule")
 
