@@ -10,6 +10,7 @@ from patterns.building import (
     distinct,
     replication_target,
 )
+from patterns.sql_truth import none_true
 from patterns.transforms import QUARANTINE_SUFFIX
 from topology import RuleSpec, Topology
 
@@ -37,9 +38,9 @@ def splitting_and_routing(source: str, routes: dict[str, str], topic: str = "eve
                           audit_sink: str | None = None) -> Topology:
     """One source, several targets: each target namespace gets what its SQL filter selects from the source
     topic (a filtered subscription per target, and its task); a message may match several routes or none.
-    What matches none stays in the source's subscription `unrouted` (filter: no route matches), so it is
-    accounted for rather than gone; a message lacking a property a filter reads matches neither that route
-    nor `unrouted` (SQL's unknown), so filters should be total over the messages published."""
+    What no route selects stays in the source's subscription `unrouted`, so it is accounted for rather than
+    gone: its filter is TRUE where no route's is, a route that is UNKNOWN (it compares a property the message
+    lacks or holds as null) counting as not selecting (`sql_truth.none_true`)."""
     distinct([source, *routes], at_least=2)
     if not routes:
         raise ValueError("splitting and routing needs at least one route (target namespace -> SQL filter)")
@@ -48,9 +49,8 @@ def splitting_and_routing(source: str, routes: dict[str, str], topic: str = "eve
     for target, sql in routes.items():
         build.forward_topic(source, target, topic, rule=RuleSpec(ROUTE_RULE, {"sql": sql}))
         build.consumer(target, topic)
-    unmatched = " OR ".join(f"({sql})" for sql in routes.values())
     build.subscription(source, topic, UNROUTED_SUBSCRIPTION,
-                       rules=[RuleSpec(ROUTE_RULE, {"sql": f"NOT ({unmatched})"})])
+                       rules=[RuleSpec(ROUTE_RULE, {"sql": none_true(routes.values())})])
     for ns in (source, *routes):
         build.audit_tap(ns, topic)
     return build.topology

@@ -1,7 +1,10 @@
 """The smaller seed scenarios: each recipe's subscriptions, rules and tasks."""
 
+import itertools
+
 import pytest
 
+from local_broker.rules import MessageProperties, compile_filter
 from patterns.recipes import consolidation, editing, latency_optimization, splitting_and_routing
 from replicators.tasks import deployment_from_dict
 
@@ -30,10 +33,28 @@ def test_splitting_and_routing_gives_each_target_its_filtered_subscription():
     rules = [(r.name, r.filter, r.action) for r in subs["to-eu"].rules]
     assert rules == [("route", {"sql": "region = 'eu'"}, None)]
     # what no route takes stays accounted for in the source
-    assert [r.filter for r in subs["unrouted"].rules] == [
-        {"sql": "NOT ((region = 'eu') OR (region = 'us' OR priority > 5))"}]
+    assert [r.name for r in subs["unrouted"].rules] == ["route"]
     assert subs["to-us"].rules[0].filter == {"sql": "region = 'us' OR priority > 5"}
     assert routes_of(topo) == [("HUB", "to-eu", "EU", None), ("HUB", "to-us", "US", None)]
+
+
+def test_every_message_lands_in_the_routes_that_select_it_or_else_in_unrouted():
+    """Over each routed property present, missing or null, evaluated by the broker's rules engine: a route
+    UNKNOWN for a message (it compares a property the message lacks) does not select it, and then, if no
+    other route does, `unrouted` must (a plain NOT of the routes would be UNKNOWN too, taking it nowhere)."""
+    routes = {"eu": "region = 'eu'", "us": "region = 'us' OR priority > 5", "vip": "NOT customer LIKE 'c-%'"}
+    subs = subscriptions(splitting_and_routing("hub", routes), "hub")
+    filters = {name: compile_filter(subs[name].rules[0].filter["sql"])
+               for name in ("to-eu", "to-us", "to-vip", "unrouted")}
+    missing = object()
+    for region, priority, customer in itertools.product(
+            [missing, None, "eu", "us", "apac"], [missing, None, 2, 9], [missing, None, "c-1", "shop"]):
+        present = {k: v for k, v in (("region", region), ("priority", priority), ("customer", customer))
+                   if v is not missing}
+        message = MessageProperties(present)
+        landed = {name for name, f in filters.items() if f.matches(message)}
+        expected = {f"to-{target}" for target, sql in routes.items() if compile_filter(sql).matches(message)}
+        assert landed == (expected or {"unrouted"}), present
 
 
 def test_consolidation_normalizes_every_source_into_one_target():
