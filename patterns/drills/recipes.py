@@ -5,8 +5,9 @@ the recipe's promise on what arrives (audit taps) and what its consumers get:
 
 - latency: events published at the origin; each hub enqueues every event once, unchanged, and its consumer
   processes it once; nothing comes back to the origin (the first hub is down).
-- routing: orders with a region and a priority; each target gets exactly the orders its filter selects
-  (one order may match two routes), the source's `unrouted` subscription those no route selects.
+- routing: orders with a region and a priority (some lacking one, or holding a null region); each target gets
+  exactly the orders its filter selects (one order may match two routes), the source's `unrouted`
+  subscription those no route selects, including those for which a route's filter is UNKNOWN.
 - consolidation: orders from each shop (v1 from some, v2 from others, a few invalid); the central consumer
   gets every valid one once, as v2, with its shop in `source` and in the stamps; the central quarantine
   queue every invalid one, with its reason (the central namespace is down).
@@ -187,7 +188,9 @@ class Latency(Recipe):
 
 class Routing(Recipe):
     """Routes: the first target takes `region = 'eu'`, the second `region = 'us' OR priority > 7`, so an eu
-    order of priority 8 or 9 goes to both and an apac order of priority 7 or less to neither."""
+    order of priority 8 or 9 goes to both and an apac order of priority 7 or less to neither. Some orders
+    lack `priority` or `region`, or hold a null `region`: a route that compares it is UNKNOWN for them, and
+    they must go where another route selects them, or else to `unrouted`."""
 
     pattern = "routing"
     namespace_roles = "source,eu-target,us-target"
@@ -195,12 +198,13 @@ class Routing(Recipe):
     namespace_counts = (3, 3)
     REGIONS = ("eu", "us", "apac")
 
-    def routes(self) -> dict[str, tuple[str, Callable[[str, int], bool]]]:
-        """Each target's SQL filter, and the same filter in Python for the drill's expectations."""
+    def routes(self) -> dict[str, tuple[str, Callable[[dict[str, Any]], bool]]]:
+        """Each target's SQL filter, and the same filter in Python for the drill's expectations (TRUE only:
+        a comparison with a missing or null property selects nothing)."""
         _, eu, us = self.drill.names
-        return {eu: ("region = 'eu'", lambda region, priority: region == "eu"),
+        return {eu: ("region = 'eu'", lambda p: p.get("region") == "eu"),
                 us: ("region = 'us' OR priority > 7",
-                     lambda region, priority: region == "us" or priority > 7)}
+                     lambda p: p.get("region") == "us" or (p.get("priority") or 0) > 7)}
 
     def topology(self, names: tuple[str, ...], audit_sink: str) -> Topology:
         sql = {target: filter_sql for target, (filter_sql, _) in self.routes().items()}
@@ -216,14 +220,23 @@ class Routing(Recipe):
     def compose(self, index: int, message_id: str, namespace: str) -> tuple[ServiceBusMessage, Sent]:
         region, priority = self.REGIONS[index % 3], index * 7 % 10
         body = json.dumps({"order": message_id, "region": region, "lines": 1 + index % 4}).encode()
-        properties = {"region": region, "priority": priority}
-        routed = frozenset(t for t, (_, selects) in self.routes().items() if selects(region, priority))
+        properties: dict[str, Any] = {"region": region, "priority": priority}
+        if index % 5 == 4:
+            del properties["priority"]
+        if index % 7 == 6:
+            del properties["region"]
+        elif index % 11 == 10:
+            properties["region"] = None
+        routed = frozenset(t for t, (_, selects) in self.routes().items() if selects(properties))
         return (ServiceBusMessage(body, message_id=message_id, application_properties=properties),
                 Sent(namespace, body, properties, routed or frozenset({namespace}), routed | {namespace}))
 
     def outcome(self, handled: list[Record]) -> str:
         both = sum(1 for s in self.workload.values() if len(s.destinations) > 1)
-        return f"{super().outcome(handled)}; matching two routes: {both}"
+        lacking = sum(1 for s in self.workload.values()
+                      if s.properties.get("region") is None or "priority" not in s.properties)
+        return (f"{super().outcome(handled)}; matching two routes: {both}; "
+                f"lacking a routed property: {lacking}")
 
 
 class Validating(Recipe):

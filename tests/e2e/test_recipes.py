@@ -107,12 +107,22 @@ def test_splitting_and_routing_sends_each_order_only_where_its_filter_says(tmp_p
     source, eu, us = result.scenario.drill.names
     sent = {r["message_id"] for r in of(records, "sent", namespace=source)}
     properties = {m: result.scenario.workload[m].properties for m in sent}
-    # the filters, read independently: region = 'eu' / region = 'us' OR priority > 7
-    to_eu = {m for m, p in properties.items() if p["region"] == "eu"}
-    to_us = {m for m, p in properties.items() if p["region"] == "us" or p["priority"] > 7}
+    # the filters, read independently: region = 'eu' / region = 'us' OR priority > 7, each TRUE only when
+    # the properties it compares are there and not null (else UNKNOWN, which selects nothing)
+    to_eu = {m for m, p in properties.items() if p.get("region") == "eu"}
+    to_us = {m for m, p in properties.items()
+             if p.get("region") == "us" or (p.get("priority") is not None and p["priority"] > 7)}
     unrouted = sent - to_eu - to_us
     both = to_eu & to_us
     assert to_eu and to_us and unrouted and both, "the workload must exercise every case"
+    # orders for which a route is UNKNOWN and none TRUE: a plain NOT (route OR route) lost them
+    no_region = {m for m, p in properties.items() if p.get("region") is None}
+    no_priority = {m for m, p in properties.items() if "priority" not in p}
+    null_region = {m for m, p in properties.items() if "region" in p and p["region"] is None}
+    lacking = {"no region, unrouted": no_region & unrouted,
+               "no priority, unrouted": (no_priority - no_region) & unrouted,
+               "no region, priority > 7": no_region & to_us, "null region": null_region & unrouted}
+    assert all(lacking.values()), lacking
     assert set(enqueues(records, eu)) == to_eu and set(enqueues(records, us)) == to_us
     assert max([*enqueues(records, eu).values(), *enqueues(records, us).values()]) == 1
     assert processed(records, f"{eu}/consumer") == Counter(to_eu)
