@@ -1,7 +1,8 @@
 """What the generated topologies do with messages: subscriptions filter and act with the broker's own rule
 language, tasks copy with the replicators' own copy (as the Functions app would load them from the file).
 All-active must deliver every message to every namespace exactly once; active-passive one way with the
-failover TTL; spillover at most one spill, then the auxiliary queue."""
+failover TTL; spillover at most one spill, then the auxiliary queue. Loop prevention's filter
+(`replication IS NULL`) takes a message that lacks the marker or holds it null, never one that carries it."""
 
 import datetime as dt
 from collections import Counter
@@ -10,6 +11,7 @@ import pytest
 
 from local_broker.rules import MessageProperties, compile_action, compile_filter
 from patterns.federation import active_passive, all_active, spillover
+from patterns.recipes import consolidation, latency_optimization
 from replicators.copy import copy_message
 from replicators.message import AmqpBody, SourceMessage
 from replicators.tasks import deployment_from_dict
@@ -100,3 +102,32 @@ def test_spillover_spills_once_then_parks_in_the_auxiliary_queue(over, consumer)
     flow.resting.clear()
     flow.dead_letter("b", "jobs", properties, subscription)  # b could not either
     assert [(ns, q) for ns, q, _ in flow.resting] == [("a", "jobs-aux")]
+
+
+FEDERATED = {  # a topology, where a message is published, and every namespace whose topic must enqueue it
+    "all-active": (all_active(["a", "b", "c"]), "b", {"a", "b", "c"}),
+    "active-passive": (active_passive("a", "b"), "a", {"a", "b"}),
+    "latency": (latency_optimization("a", ["b", "c"]), "a", {"a", "b", "c"}),
+    "consolidation": (consolidation(["a", "b"], "c"), "b", {"b", "c"}),
+}
+
+
+@pytest.mark.parametrize("pattern", FEDERATED)
+@pytest.mark.parametrize("properties", [{}, {"replication": None}, {"order": 1, "REPLICATION": None}])
+def test_a_message_without_the_replication_marker_is_replicated_once(pattern, properties):
+    """`replication IS NULL` is TRUE for a missing or null marker (never UNKNOWN, which copies nothing)."""
+    topology, origin, everywhere = FEDERATED[pattern]
+    flow = Flow(topology)
+    flow.publish(origin, "events", properties)
+    assert flow.arrivals == Counter({(ns, "events"): 1 for ns in everywhere})
+
+
+@pytest.mark.parametrize("pattern", FEDERATED)
+@pytest.mark.parametrize("marker", [1, 0, "yes", False])
+def test_a_message_that_carries_the_replication_marker_is_not_replicated_again(pattern, marker):
+    """Whatever its value, a marker names a copy; its casing does not matter (property names do not)."""
+    topology, origin, _ = FEDERATED[pattern]
+    for name in ("replication", "Replication"):
+        flow = Flow(topology)
+        flow.publish(origin, "events", {name: marker})
+        assert flow.arrivals == Counter({(origin, "events"): 1})
