@@ -177,10 +177,11 @@ def entity_counts(row: EntityRow, at: float) -> str:
 
 
 def _sparkline(row: EntityRow, at: float) -> str:
+    """A topic's plots what it enqueues only (it holds no messages to complete or dead-letter)."""
     enqueued, completed, dead_lettered = row.totals
+    held = (f' data-completed="{completed}" data-dead-lettered="{dead_lettered}"' if row.receivable else "")
     return (f'<canvas class="spark" width="120" height="22" data-entity="{escape(row.path)}" '
-            f'data-at="{at:.3f}" data-enqueued="{enqueued}" data-completed="{completed}" '
-            f'data-dead-lettered="{dead_lettered}"></canvas> '
+            f'data-at="{at:.3f}" data-enqueued="{enqueued}"{held}></canvas> '
             '<span class="rate" title="enqueued / completed / dead-lettered per second">&ndash;</span>')
 
 

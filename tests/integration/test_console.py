@@ -160,6 +160,9 @@ def test_the_sparkline_gets_the_entity_message_totals(broker: dict[str, Any]) ->
         sender.send_messages([ServiceBusMessage(f"rate-{i}") for i in range(3)])
     later, after = _totals(client, "events/subscriptions/all")
     assert later > at and after == [before[0] + 3, before[1], before[2]]  # forwarded on to audit
+    topic = re.search(r'<canvas class="spark" [^>]*data-entity="events"[^>]*>',
+                      client.get("/$console/fragments/entities").html).group(0)
+    assert "data-enqueued" in topic and "data-completed" not in topic  # a topic holds nothing to complete
     _, audit = _totals(client, "audit")
     with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
             sb.get_queue_receiver("audit", max_wait_time=5) as receiver:

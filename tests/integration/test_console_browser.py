@@ -183,6 +183,7 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     with Traffic(broker, "payments"):
         _until(browser, lambda d: _flowing(_rate(d, "payments")), "payments' messages per second in and out")
         _until(browser, lambda d: _samples(d, "payments") >= SPARKLINE_SAMPLES, "a few seconds of sparkline")
+        assert re.fullmatch(r"[\d.]+ in/s", _rate(browser, "events"))  # a topic's: what it enqueues only
         _shot(browser, "entities", readme="console-entities.png")
 
     # Peek: the message's system and application properties and its body.

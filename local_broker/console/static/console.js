@@ -12,10 +12,12 @@
     document.querySelectorAll("canvas.spark").forEach(function (canvas) {
       const key = canvas.dataset.entity;
       const at = Number(canvas.dataset.at);
-      const totals = SERIES.map(function (s) { return Number(canvas.dataset[s[0]]); });
+      // A topic has only "enqueued" (it holds no messages to complete or dead-letter).
+      const series = SERIES.filter(function (s) { return s[0] in canvas.dataset; });
+      const totals = series.map(function (s) { return Number(canvas.dataset[s[0]]); });
       let seen = history.get(key);
       if (!seen) {
-        seen = {at: at, totals: totals, rates: SERIES.map(function () { return []; })};
+        seen = {at: at, series: series, totals: totals, rates: series.map(function () { return []; })};
         history.set(key, seen);
       } else if (at > seen.at) {
         const seconds = at - seen.at;
@@ -28,17 +30,18 @@
         seen.totals = totals;
       }
       canvas.dataset.samples = String(seen.rates[0].length);
-      draw(canvas, seen.rates);
+      draw(canvas, seen);
       const label = canvas.parentElement.querySelector(".rate");
-      if (label) label.textContent = describe(seen.rates);
+      if (label) label.textContent = describe(seen);
     });
   }
 
-  function describe(rates) {
+  function describe(seen) {
+    const rates = seen.rates;
     if (!rates[0].length) return "–";
-    const parts = SERIES.map(function (s, i) {
+    const parts = seen.series.map(function (s, i) {
       const last = rates[i][rates[i].length - 1];
-      return i === 2 && last === 0 ? "" : format(last) + " " + s[2];
+      return s[0] === "deadLettered" && last === 0 ? "" : format(last) + " " + s[2];
     }).filter(Boolean);
     return parts.join(" · ") + "/s";
   }
@@ -47,13 +50,14 @@
     return rate >= 10 ? String(Math.round(rate)) : rate.toFixed(1);
   }
 
-  function draw(canvas, rates) {
+  function draw(canvas, seen) {
+    const rates = seen.rates;
     const ctx = canvas.getContext("2d");
     ctx.clearRect(0, 0, canvas.width, canvas.height);
     const top = Math.max(1, Math.max.apply(null, [].concat.apply([], rates)));
     const step = canvas.width / (SAMPLES - 1);
     rates.forEach(function (values, s) {
-      ctx.strokeStyle = SERIES[s][1];
+      ctx.strokeStyle = seen.series[s][1];
       ctx.beginPath();
       values.forEach(function (v, i) {
         const x = (SAMPLES - values.length + i) * step;
