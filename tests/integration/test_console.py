@@ -11,6 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from azure.servicebus.exceptions import ServiceBusConnectionError, ServiceBusErr
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.server import BrokerServer
+from tests.broker_process import ServeProcess
 from tests.console_client import ConsoleClient, served_namespace
 
 LISTENER_KEY = "bGlzdGVuLW9ubHkta2V5"
@@ -81,6 +83,25 @@ def test_nothing_but_health_without_signing_in(broker: dict[str, Any]) -> None:
 def _cookie(name: str, value: str) -> http.cookiejar.Cookie:
     return http.cookiejar.Cookie(0, name, value, None, False, "127.0.0.1", False, False, "/", True, False,
                                  None, False, None, None, {})
+
+
+def test_serve_prints_each_namespace_login_link(tmp_path: Path) -> None:
+    """What a person sees in the terminal: `console (one-time login link): ...`, which signs in once."""
+    broker = ServeProcess(tmp_path, "--in-memory", "--amqp-port", "0", "--admin-port", "0")
+    try:
+        entry = broker.wait_ready()
+        assert broker.proc.stdout is not None
+        printed = ""
+        while "console (one-time login link)" not in printed:
+            line = broker.proc.stdout.readline()
+            assert line, f"serve printed no login link: {printed}"
+            printed += line
+        link = re.search(r"console \(one-time login link\): (\S+)", printed).group(1)
+        assert link == entry["console_url"] and link.startswith(f"http://127.0.0.1:{entry['admin_port']}/")
+        page = ConsoleClient(link.split("/$console")[0]).get(link)
+        assert page.status == 200 and "signed in as <b>RootManageSharedAccessKey</b>" in page.html
+    finally:
+        broker.stop()
 
 
 def test_the_session_cookie_is_secure_over_https(broker: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,15 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
     base = f"http://127.0.0.1:{broker['admin_port']}"
     _sign_in(browser, base, MANAGE_KEY)
 
+    # The latency switch: the status says it, and it goes back to 0.
+    for latency in ("150", "0"):
+        field = browser.find_element(By.NAME, "latency_ms")
+        field.clear()
+        field.send_keys(latency)
+        browser.find_element(By.ID, "set-latency").click()
+        _until(browser, lambda d, ms=latency: f"latency {ms} ms" in d.find_element(By.ID, "status").text,
+               f"latency {latency} ms")
+
     # A session queue's send form: body, message id, application properties, session id; then a scheduled one.
     browser.find_element(By.LINK_TEXT, "carts").click()
     _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "form.send"), "the send form")
@@ -308,6 +318,19 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
     browser.find_element(By.ID, "send").click()
     _until(browser, lambda d: "tenant-9" in d.find_element(By.CSS_SELECTOR, "article.message").text,
            "the keyed message with its PartitionKey")
+    partition = zlib.crc32(b"tenant-9") % 16  # the partition the key maps to, as the broker hashes it
+    browser.find_element(By.CSS_SELECTOR, f"button[value='{partition}:down']").click()  # shows "up"
+    _until(browser, lambda d: f"Partition {partition} down." in d.find_element(By.ID, "note").text,
+           "the partition down")
+    switch = browser.find_element(By.CSS_SELECTOR, f"button[value='{partition}:up']")
+    assert switch.text == f"{partition} down"
+    _shot(browser, "partition-down")
+    with pytest.raises(ServiceBusError, match="temporarily unavailable"):
+        _send(broker, "sharded", ServiceBusMessage("refused", partition_key="tenant-9"), retry_total=0)
+    browser.find_element(By.CSS_SELECTOR, f"button[value='{partition}:up']").click()
+    _until(browser, lambda d: f"Partition {partition} up." in d.find_element(By.ID, "note").text,
+           "the partition back up")
+    _send(broker, "sharded", ServiceBusMessage("accepted", partition_key="tenant-9"))
     _send(broker, "bulk", *[ServiceBusMessage(f"bulk-{i}") for i in range(25)])
     browser.get(base + "/$console/entity/bulk")
     _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "article.message")) == 20, "a page of 20")
