@@ -143,6 +143,9 @@ def _aggregates(settings: Settings) -> tuple[list[tuple[_Agg, Column]], dict[str
             out.append((_Agg(f"s_sent__{t}", "count"), (tag == tags.index(t) + 1) & F.col("_sent")))
         if settings.mode == "exactly-once":
             out.append((_Agg(f"s_proc__{t}", "set", "_processor"), mine))
+    if settings.follow:
+        # Each log's latest record of the key: how far each log has come, and when the key may be forgotten.
+        out += [(_Agg(f"seen__{t}", "max", arrival), tag == i) for i, t in enumerate(tags, 1)]
     return out, firsts
 
 
@@ -191,12 +194,20 @@ def merge(grouped: DataFrame, settings: Settings) -> DataFrame:
     splits a key by source SequenceNumber; elsewhere `gseq` is NULL and the grouping is one row per key."""
     if settings.mode != "replica":
         return grouped.drop("gseq")
+    return combine(grouped.drop("gseq"), settings)
+
+
+def combine(rows: DataFrame, settings: Settings, *extra: Column) -> DataFrame:
+    """Partial aggregates of the same keys (split by SequenceNumber, or from several micro-batches) merged
+    into one row per key; `extra` are further aggregates over the same rows."""
     aggs, firsts = _aggregates(settings)
-    return grouped.groupBy(*key_columns(settings)).agg(*[a.merged(firsts.get(a.name, "")) for a, _ in aggs])
+    return rows.groupBy(*key_columns(settings)).agg(*[a.merged(firsts.get(a.name, "")) for a, _ in aggs],
+                                                    *extra)
 
 
-def per_comparison(rows: DataFrame, settings: Settings) -> DataFrame:
-    """Explode the keys into one row per (comparison, key) that concerns the comparison."""
+def per_comparison(rows: DataFrame, settings: Settings, keep: tuple[str, ...] = ()) -> DataFrame:
+    """Explode the keys into one row per (comparison, key) that concerns the comparison (`keep`: columns of
+    the key carried along)."""
     r = roles(settings)
     structs = []
     for c in r.comparisons:
@@ -229,7 +240,7 @@ def per_comparison(rows: DataFrame, settings: Settings) -> DataFrame:
             fields.append(F.array_sort(F.col(f"s_proc__{t}")).alias("processors"))
         structs.append(F.struct(*fields))
     keys = key_columns(settings)
-    exploded = rows.where(F.col("entity").isNotNull()).select(*keys, F.inline(F.array(*structs)))
+    exploded = rows.where(F.col("entity").isNotNull()).select(*keys, *keep, F.inline(F.array(*structs)))
     return exploded.where("relevant").drop("relevant")
 
 
@@ -243,9 +254,14 @@ def _origin(c: Comparison, settings: Settings) -> Column:
     return F.coalesce(*[F.when(index == i, F.lit(t)) for i, t in enumerate(settings.tags(), 1)])
 
 
-def classify(rows: DataFrame, watermarks: DataFrame, sent_logs: set[str], settings: Settings) -> DataFrame:
+def classify(rows: DataFrame, watermarks: DataFrame, sent_logs: set[str], settings: Settings,
+             horizon_us: int | None = None) -> DataFrame:
     """Add status, lag and duplicate counts; `watermarks` holds (target, entity, wm_us), broadcast;
-    `sent_logs` are the targets whose logs hold `sent` records (originals there are checked against them)."""
+    `sent_logs` are the targets whose logs hold `sent` records (originals there are checked against them).
+
+    With `horizon_us` (the follow mode's lookahead) a key is judged as of the moment its fate became final,
+    its anchor time plus the horizon: the watermark is capped there, and `final` says whether `wm_us` has
+    reached it, so the verdict does not depend on how far the logs had come when it was given."""
     grace_us = int(settings.grace.total_seconds() * _US_PER_S)
     skew_us = int(settings.skew.total_seconds() * _US_PER_S)
     w = rows.join(F.broadcast(watermarks), ["target", "entity"], "left")
@@ -253,7 +269,12 @@ def classify(rows: DataFrame, watermarks: DataFrame, sent_logs: set[str], settin
     first_us = F.unix_micros(F.col("s_first"))
     # Lag from the first copy: its own repl-enqueued-time stamp, else the source's enqueue time.
     lag_us = first_us - F.unix_micros(F.coalesce(F.col("s_stamp"), F.col("p_time")))
+    anchor_us = F.coalesce(p_us, F.unix_micros(F.col("s_stamp")), first_us)
     wm = F.col("wm_us")
+    final = []
+    if horizon_us is not None:
+        wm = F.least(wm, anchor_us + horizon_us)
+        final = [F.coalesce(F.col("wm_us") >= anchor_us + horizon_us, F.lit(False)).alias("final")]
     expires_us = p_us + (F.col("ttl_s") * _US_PER_S).cast("long")
     undelivered = F.col("s_copies") == 0
     status = (F.when(F.col("p_copies") == 0, F.when(F.col("s_replicas") > 0, "orphan").otherwise("original"))
@@ -263,7 +284,6 @@ def classify(rows: DataFrame, watermarks: DataFrame, sent_logs: set[str], settin
               .when(lag_us > grace_us, "late")
               .otherwise("ok"))
     checked = F.col("target").isin(*sent_logs) if sent_logs else F.lit(False)
-    anchor_us = F.coalesce(p_us, F.unix_micros(F.col("s_stamp")), first_us)
     hour_us = F.floor(anchor_us / 3_600_000_000).cast("long") * 3_600_000_000
     out = w.select(
         "*",
@@ -276,6 +296,7 @@ def classify(rows: DataFrame, watermarks: DataFrame, sent_logs: set[str], settin
         F.coalesce(F.col("s_src_seq"), F.col("p_seq")).alias("src_seq"),
         anchor_us.alias("anchor_us"),
         hour_us.alias("hour_us"),
+        *final,
     )
     start, end = settings.window.start, settings.window.end
     if start is not None:

@@ -12,6 +12,7 @@ import sys
 from spark_reconcile.config import (
     FORMATS,
     MODES,
+    FollowSettings,
     LogInput,
     Settings,
     Window,
@@ -60,6 +61,25 @@ def parser() -> argparse.ArgumentParser:
                    help="fail (exit 1) when more messages than this are missing (default 0)")
     p.add_argument("--now", type=parse_utc, metavar="TIME", help="the time watermark ages are measured at")
     p.add_argument("--list-limit", type=int, default=100, help="rows per list in the report (default 100)")
+    follow = p.add_argument_group("continuous reconciliation (docs/reconcile.md, follow mode)")
+    follow.add_argument("--follow", action="store_true",
+                        help="keep reading the logs as writers add files (Spark Structured Streaming) and "
+                             "write each message's verdict once it is final")
+    follow.add_argument("--checkpoint", metavar="DIR",
+                        help="--follow: where the query keeps its progress and open keys (any path Spark "
+                             "writes)")
+    follow.add_argument("--trigger", type=parse_duration, default="1m",
+                        help="--follow: how often to look for new files (default 1m)")
+    follow.add_argument("--available-now", action="store_true",
+                        help="--follow: process every file present now, then stop (exit 1 if an alert fired)")
+    follow.add_argument("--alert-missing", type=int, metavar="N",
+                        help="--follow: write an alert record and log at ERROR when a comparison has more "
+                             "than N final missing messages in the status window")
+    follow.add_argument("--status-window", type=parse_duration, default="1h",
+                        help="--follow: the sliding window of status.json's recent counts and lag "
+                             "(default 1h)")
+    follow.add_argument("--max-files-per-trigger", type=int, metavar="N",
+                        help="--follow: at most N new files per log in one micro-batch (default: all)")
     spark = p.add_argument_group("Spark (ignored for an existing session, e.g. under spark-submit)")
     spark.add_argument("--master", help="Spark master (default: local[*] unless launched by spark-submit)")
     spark.add_argument("--driver-memory", default="2g", help="local driver memory (default 2g)")
@@ -90,36 +110,120 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise ValueError(f"--replica-ttl names unknown tags {sorted(unknown)}")
     if args.grace.total_seconds() < 0 or args.lookahead < args.grace:
         raise ValueError("--lookahead must be at least --grace")
+    if args.follow and args.lookahead < args.grace + args.skew:
+        raise ValueError("--follow needs --lookahead of at least --grace plus --skew (a key is judged once "
+                         "the logs are that far past it)")
     return Settings(logs=logs, mode=args.mode, out=args.out.rstrip("/"), source=source,
                     expected_event=args.expected_event, window=Window(args.start, args.end), grace=args.grace,
                     skew=args.skew, lookahead=args.lookahead, replica_ttl=ttl,
                     use_partition_key=not args.ignore_partition_key, max_missing=args.max_missing,
-                    now=args.now, list_limit=args.list_limit)
+                    now=args.now, list_limit=args.list_limit, follow=args.follow)
+
+
+def follow_settings_from(args: argparse.Namespace) -> FollowSettings | None:
+    """The --follow options (None for a batch run, where giving them is an error)."""
+    given = [name for name, value in (("--checkpoint", args.checkpoint),
+                                      ("--available-now", args.available_now),
+                                      ("--alert-missing", args.alert_missing is not None),
+                                      ("--max-files-per-trigger", args.max_files_per_trigger)) if value]
+    if not args.follow:
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply with --follow")
+        return None
+    if not args.checkpoint:
+        raise ValueError("--follow needs --checkpoint DIR (where the query keeps its progress)")
+    if args.alert_missing is not None and args.alert_missing < 0:
+        raise ValueError("--alert-missing must not be negative")
+    return FollowSettings(checkpoint=args.checkpoint.rstrip("/"), trigger=args.trigger,
+                          available_now=args.available_now, alert_missing=args.alert_missing,
+                          status_window=args.status_window, max_files_per_trigger=args.max_files_per_trigger)
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["report"]:
+        return report_main(argv[1:])
     p = parser()
     args = p.parse_args(argv)
     try:
         settings = settings_from(args)
+        follow = follow_settings_from(args)
         extra = dict(parse_tagged(text, "--conf") for text in args.conf)
     except ValueError as e:
         p.error(str(e))
-    # Spark is imported only now, so `--help` and argument errors stay instant.
-    from spark_reconcile import job, session
+    def work(spark) -> int:
+        return _batch(spark, settings) if follow is None else _follow(spark, settings, follow, argv)
+
+    return _with_spark(work, args.master, args.driver_memory, args.shuffle_partitions, extra)
+
+
+def _with_spark(work, master: str | None, driver_memory: str, shuffle_partitions: int | None,
+                extra: dict[str, str]) -> int:
+    """Run `work(spark)` for its exit status; unreadable input is exit 2. Spark is imported only now, so
+    `--help` and argument errors stay instant."""
+    from spark_reconcile import session
     from spark_reconcile.reading import InputError
 
-    spark, owned = session.start(args.master, args.driver_memory, args.shuffle_partitions, extra)
+    spark, owned = session.start(master, driver_memory, shuffle_partitions, extra)
     try:
-        result = job.run(spark, settings)
-    except InputError as e:
+        return work(spark)
+    except (InputError, FileNotFoundError) as e:
         print(f"sbfed reconcile: {e}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if owned:
             spark.stop()
+
+
+def _batch(spark, settings: Settings) -> int:
+    from spark_reconcile import job
+
+    result = job.run(spark, settings)
     print(_one_screen(result))
     return EXIT_FAIL if result["failures"] else EXIT_PASS
+
+
+def _follow(spark, settings: Settings, follow: FollowSettings, argv: list[str]) -> int:
+    """Run the continuous query until it stops (--available-now) or is stopped (Ctrl-C, SIGTERM)."""
+    import logging
+    import signal
+
+    from spark_reconcile import follow as following
+
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("sbfed.reconcile").setLevel(logging.INFO)
+    query, handler = following.start(spark, settings, follow, argv)
+    signal.signal(signal.SIGTERM, lambda *_: query.stop())
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    for c in following.statuses(spark, settings, follow):
+        f, o = c["final"], c["open"]
+        print(f"  {'+'.join(c['sources'])} -> {c['target']} (micro-batch {c['micro_batch']}): final "
+              f"{f['expected']} expected, ok {f['ok']}, late {f['late']}, missing {f['missing']}, "
+              f"expired {f['expired']}, orphan {f['orphan']}, originals {f['original']}, duplicated keys "
+              f"{f['dup_keys']}; open {o['keys']}; state rows {c['state_rows']}")
+    return EXIT_FAIL if handler.alerted else EXIT_PASS
+
+
+def report_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sbfed reconcile report",
+                                description="Regenerate summary.json and report.html from the tables a "
+                                            "`sbfed reconcile --follow` run wrote under DIR.")
+    p.add_argument("--out", required=True, metavar="DIR", help="the --out of the --follow run")
+    return p
+
+
+def report_main(argv: list[str]) -> int:
+    args = report_parser().parse_args(argv)
+
+    def rebuild(spark) -> int:
+        from spark_reconcile import tables
+
+        print(_one_screen(tables.rebuild(spark, args.out.rstrip("/"))))
+        return EXIT_PASS
+
+    return _with_spark(rebuild, None, "1g", None, {})
 
 
 def _one_screen(result: dict) -> str:

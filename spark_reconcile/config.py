@@ -67,9 +67,22 @@ class Settings:
     max_missing: MissingThreshold = field(default_factory=MissingThreshold)
     now: datetime | None = None
     list_limit: int = 100
+    follow: bool = False  # a continuous run (follow.py): the grouping also keeps each log's latest record
 
     def tags(self) -> list[str]:
         return [log.tag for log in self.logs]
+
+
+@dataclass(frozen=True)
+class FollowSettings:
+    """A continuous run (`--follow`): where its state lives, how often it looks for files, when it alerts."""
+
+    checkpoint: str
+    trigger: timedelta = timedelta(minutes=1)
+    available_now: bool = False
+    alert_missing: int | None = None
+    status_window: timedelta = timedelta(hours=1)
+    max_files_per_trigger: int | None = None
 
 
 def parse_duration(text: str) -> timedelta:

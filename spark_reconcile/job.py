@@ -74,7 +74,7 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     ordering = metrics.ordering(classified)
     phases.done("ordering")
 
-    details = outputs.write_details(classified, settings.out, exactly_once)
+    details = outputs.write_details(classified, f"{settings.out}/details", exactly_once)
     classified.unpersist()
     samples = outputs.samples(spark, details, settings.list_limit, exactly_once)
     phases.done("details")

@@ -34,6 +34,7 @@ class Inventory:
     watermarks: dict[tuple[str, str], int]  # (target, entity) -> latest arrival, epoch micros, as found
     frame: DataFrame  # (target, entity, wm_us) for every entity, for the classification join
     source_gaps: list[dict]
+    entities: list[str]
 
 
 def inventory(grouped: DataFrame, tags: list[str], targets: list[str], source: str | None,
@@ -61,14 +62,28 @@ def inventory(grouped: DataFrame, tags: list[str], targets: list[str], source: s
             if r.entity is not None and r[f"wm__{t}"] is not None:
                 marks[(t, r.entity)] = max(marks.get((t, r.entity), r[f"wm__{t}"]), r[f"wm__{t}"])
     entities = sorted({r.entity for r in found if r.entity is not None})
-    overall = {t: max((wm for (tt, _), wm in marks.items() if tt == t), default=None) for t in targets}
-    schema = T.StructType([T.StructField("target", T.StringType()), T.StructField("entity", T.StringType()),
-                           T.StructField("wm_us", T.LongType())])
-    used = [(t, e, marks.get((t, e), overall[t])) for t in targets for e in entities]
     gaps = sorted(({"entity": r.entity, "partition": r.partition, "messages": r.messages, "first": r["first"],
                     "last": r["last"], "gaps": r["last"] - r["first"] + 1 - r.messages}
                    for r in found if r.partition is not None), key=lambda g: (g["entity"], g["partition"]))
-    return Inventory(records, malformed, sent_logs, marks, spark.createDataFrame(used, schema), gaps)
+    return Inventory(records, malformed, sent_logs, marks, watermark_frame(spark, marks, entities, targets),
+                     gaps, entities)
+
+
+def watermark_frame(spark: SparkSession, marks: dict[tuple[str, str], int], entities: list[str],
+                    targets: list[str], ceiling: dict[str, int | None] | None = None) -> DataFrame:
+    """(target, entity, wm_us) for every entity: its own watermark, else the target's overall one; `ceiling`
+    caps a target's watermarks (None: nothing of it is known yet)."""
+    overall = {t: max((wm for (tt, _), wm in marks.items() if tt == t), default=None) for t in targets}
+
+    def capped(t: str, wm: int | None) -> int | None:
+        if ceiling is None or wm is None:
+            return wm
+        return None if ceiling.get(t) is None else min(wm, ceiling[t])
+
+    schema = T.StructType([T.StructField("target", T.StringType()), T.StructField("entity", T.StringType()),
+                           T.StructField("wm_us", T.LongType())])
+    used = [(t, e, capped(t, marks.get((t, e), overall[t]))) for t in targets for e in entities]
+    return spark.createDataFrame(used, schema)
 
 
 def _gap_partition(source: str | None, start: int | None, end: int | None) -> Column:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -25,10 +25,10 @@ class Details:
     schema: T.StructType
 
 
-def write_details(classified: DataFrame, out: str, with_processors: bool) -> Details:
-    """`details/kind=<status|duplicate>/`: every message that is not plainly ok, in one write (a duplicated
-    message that is also late is listed under both)."""
-    path = f"{out}/details"
+def write_details(classified: DataFrame, path: str, with_processors: bool,
+                  extra: tuple[Column, ...] = ()) -> Details:
+    """`<path>/kind=<status|duplicate>/`: every message that is not plainly ok, in one write (a duplicated
+    message that is also late is listed under both); `extra` columns follow the detail columns."""
     duplicated = (F.col("dup_extra") > 0) | (F.col("source_dup_extra") > 0)
     kinds = F.array_compact(F.array(F.when(F.col("status") != "ok", F.col("status")),
                                     F.when(duplicated, F.lit("duplicate"))))
@@ -37,7 +37,7 @@ def write_details(classified: DataFrame, out: str, with_processors: bool) -> Det
         classified = classified.withColumn("partition_key", F.lit(None).cast("string"))
     rows = (classified.where((F.col("status") != "ok") | duplicated)
             .withColumn("partition", F.shiftright(F.col("p_seq"), 48))
-            .select(F.explode(kinds).alias("kind"), *columns))
+            .select(F.explode(kinds).alias("kind"), *columns, *extra))
     rows.write.mode("overwrite").partitionBy("kind").parquet(path)
     return Details(path, rows.schema)
 
@@ -76,13 +76,44 @@ def samples(spark: SparkSession, details: Details, limit: int,
     return found
 
 
+def _file_system(spark: SparkSession, path: str):
+    """Hadoop's FileSystem and Path for `path`, so `abfss://`, `s3a://` and local paths all work."""
+    target = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    return target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), target
+
+
 def write_text(spark: SparkSession, path: str, text: str) -> None:
-    """Write a small file through Hadoop's FileSystem, so `abfss://`, `s3a://` and local paths all work."""
-    jvm = spark.sparkContext._jvm
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    fs = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    """Write a small file (replacing it) through Hadoop's FileSystem."""
+    fs, target = _file_system(spark, path)
     stream = fs.create(target, True)
     try:
         stream.write(bytearray(text.encode("utf-8")))
     finally:
         stream.close()
+
+
+def read_text(spark: SparkSession, path: str) -> str | None:
+    """A small file's text, None when it does not exist."""
+    fs, target = _file_system(spark, path)
+    if not fs.exists(target):
+        return None
+    jvm = spark.sparkContext._jvm
+    stream = fs.open(target)
+    try:
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
+def list_names(spark: SparkSession, folder: str) -> list[str]:
+    """The names in a folder (none when it does not exist)."""
+    fs, target = _file_system(spark, folder)
+    if not fs.exists(target):
+        return []
+    return sorted(s.getPath().getName() for s in fs.listStatus(target))
+
+
+def delete(spark: SparkSession, path: str) -> None:
+    """Remove a file or a folder with everything in it."""
+    fs, target = _file_system(spark, path)
+    fs.delete(target, True)

@@ -145,6 +145,30 @@ def read_log(spark: SparkSession, log: LogInput, start: datetime | None, end: da
     return _normalize(raw, log.tag, start, end)
 
 
+def stream_log(spark: SparkSession, log: LogInput, start: datetime | None, end: datetime | None,
+               max_files: int | None = None) -> DataFrame:
+    """One log as a stream of normalized rows: the files writers add under the path, each read once (Spark's
+    file source remembers them in its checkpoint). A stream cannot look at its files first, so the schema is
+    the contract's: JSON lines as text, Parquet with the contract's column types."""
+    fmt = log.format
+    if fmt == "auto":
+        fmt, files = list_files(spark, log, None, None)
+        if not files:
+            raise InputError(f"log {log.tag!r}: no data files under {log.path} yet; pass --format "
+                             "json|parquet to follow a log that is still empty")
+    reader = spark.readStream.option("recursiveFileLookup", "true")
+    if log.format == "auto":
+        names = [suffix[1:] for suffix, f in _DATA_SUFFIXES.items() if f == fmt]
+        reader = reader.option("pathGlobFilter", f"*.{{{','.join(names)}}}")
+    if max_files:
+        reader = reader.option("maxFilesPerTrigger", max_files)
+    if fmt == "json":
+        raw = _json_records(reader.text(log.path))
+    else:
+        raw = reader.schema(_parquet_schema(T.StructType([]))).parquet(log.path)
+    return _normalize(raw, log.tag, start, end)
+
+
 def _json_records(lines: DataFrame) -> DataFrame:
     """One record per non-blank line. A line that is not one JSON object (broken JSON, `[]`, `"x"`, `3`,
     trailing text) keeps NULL required fields, so it is counted as malformed."""

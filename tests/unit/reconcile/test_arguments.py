@@ -117,3 +117,25 @@ def test_chart_ticks_and_empty_chart():
     svg = columns("t", ["a", "b"], [Series("missing", [1, 0], "#d62728"), Series("late", [2, 3], "#e7ba52")])
     assert svg.count("<rect") == 2 + 3  # legend swatches + non-zero segments
     assert "<title>a: missing 1</title>" in svg
+
+
+def follow_options(*args: str):
+    return cli.follow_settings_from(cli.parser().parse_args(["--log", "a=/x", "--out", "/o", *args]))
+
+
+def test_follow_options_need_follow_and_a_checkpoint():
+    with pytest.raises(ValueError, match="--checkpoint, --available-now only apply with --follow"):
+        follow_options("--checkpoint", "/c", "--available-now")
+    with pytest.raises(ValueError, match="needs --checkpoint"):
+        follow_options("--follow")
+    assert follow_options() is None
+    f = follow_options("--follow", "--checkpoint", "/c/", "--trigger", "30s", "--alert-missing", "0")
+    assert (f.checkpoint, f.trigger, f.alert_missing) == ("/c", timedelta(seconds=30), 0)
+
+
+def test_follow_needs_a_lookahead_beyond_grace_and_skew():
+    """A key is judged once the logs are a lookahead past it; before grace + skew it could be pending."""
+    logs = ("--log", "a=/x", "--log", "b=/y", "--out", "/o", "--follow", "--grace", "5m")
+    with pytest.raises(ValueError, match="at least --grace plus --skew"):
+        settings(*logs, "--lookahead", "5m")
+    assert settings(*logs, "--skew", "5s", "--lookahead", "305s").follow
