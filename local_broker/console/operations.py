@@ -7,7 +7,7 @@ The actions are the engine's own operations, as a client would drive them: peek,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -81,6 +81,9 @@ def _row(ns: Any, path: str, kind: str, props: Any, runtime: Any, partitions: in
 def _rule_text(rule: Any) -> str:
     kind = type(rule.filter).__name__
     expression = getattr(rule.filter, "sql_expression", None)
+    if expression is None:  # a correlation filter: the fields it matches
+        expression = ", ".join(f"{f.name}={value!r}" for f in fields(rule.filter)
+                               if (value := getattr(rule.filter, f.name)) is not None)
     text = f"{rule.name}: {kind}" + (f" ({expression})" if expression else "")
     action = getattr(rule.action, "sql_expression", None)
     return text + (f" then {action}" if action else "")

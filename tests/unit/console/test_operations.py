@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from local_broker.console import operations
 from local_broker.engine import (
+    CorrelationFilter,
     FakeClock,
     Message,
     Namespace,
     NamespaceConfig,
     QueueProperties,
+    RuleProperties,
     SubscriptionProperties,
     TopicProperties,
 )
@@ -25,6 +27,8 @@ def _namespace() -> tuple[Namespace, FakeClock]:
     ns.create_topic(TopicProperties(name="events"))
     ns.create_subscription("events", SubscriptionProperties(name="a"))
     ns.create_subscription("events", SubscriptionProperties(name="b"))
+    west = CorrelationFilter(label="west", properties={"tier": 2})
+    ns.create_rule("events", "b", RuleProperties("west", west))
     return ns, clock
 
 
@@ -52,6 +56,8 @@ def test_counts_split_active_deferred_scheduled_and_dead_letters() -> None:
     assert (orders.active, orders.deferred, orders.scheduled, orders.dead_letter) == (2, 1, 1, 1)
     assert orders.totals == (4, 0, 1)  # the scheduled one is not enqueued yet
     assert rows["events/subscriptions/a"].rules == ["$Default: TrueFilter (1=1)"]
+    assert rows["events/subscriptions/b"].rules[1] == \
+        "west: CorrelationFilter (label='west', properties={'tier': 2})"  # the fields it matches
     assert [r.kind for r in rows.values()] == ["queue", "topic", "subscription", "subscription"]
 
 
