@@ -2,7 +2,9 @@
 
 - `reactor`: the thread that owns every engine; group commit once per reactor turn; `EngineThread.call`
   for other threads.
-- `sasl`: the listening socket of a namespace and its SASL exchange (ANONYMOUS, PLAIN with a policy).
+- `sasl`: the listening socket of a namespace and its SASL exchange (MSSBCBS, ANONYMOUS, PLAIN with a policy).
+- `streams`, `layer`, `tls_stream`, `websocket`: AMQPS and AMQP over WebSockets, layers between the socket
+  and SASL/proton.
 - `endpoint`: connections, links, transfers and settlements of one namespace -> engine calls.
 - `management`: the `$cbs` and `$management` request/response nodes.
 - `messages`, `codec`, `values`: engine messages <-> AMQP sections and values.

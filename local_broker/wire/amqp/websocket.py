@@ -93,6 +93,8 @@ class WebSocketStream(Layer):
                     continue
             elif self._next_frame():
                 continue
+            if parts and not self.below.unread:  # nothing waits below: the poll says when the socket has more
+                break
             if not self._pull():
                 break
         self.drain()
