@@ -218,6 +218,10 @@ def entity_page(row: EntityRow, at: float, sub_queue: str, messages: list[Peeked
     if sub_queue != "main" and "Listen" in rights and "Send" in rights:
         parts.append(f'<form method="post" action="{action}" class="inline">{_csrf(csrf)}'
                      '<button name="action" value="resubmit" id="resubmit-all">Resubmit all</button></form>')
+        if row.kind == "subscription":  # a subscription receives only through its topic
+            topic = row.path.split("/")[0]
+            parts.append(f'<p class="hint" id="resubmit-note">Resubmitting sends to the topic '
+                         f'{escape(topic)}: every subscription whose rules match gets the message again.</p>')
     if "Manage" in rights:
         parts.append(f'<form method="post" action="{action}" class="inline">{_csrf(csrf)}'
                      '<button name="action" value="purge" id="purge">Purge</button></form>')

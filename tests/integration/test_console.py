@@ -413,6 +413,8 @@ def test_send_to_a_topic_reaches_its_subscription_and_its_forward(broker: dict[s
     assert page.status == 200 and "peek them there" in page.html and 'id="tab-dlq"' not in page.html
     assert 'href="/$console/entity/events/subscriptions/all">events/subscriptions/all</a>' in page.html
     subscription = client.get("/$console/entity/events/subscriptions/all").html
+    assert "Resubmitting sends to the topic events" in \
+        client.get("/$console/entity/events/subscriptions/all?queue=dlq").html
     details = re.search(r'id="entity-details">(.*?)</p>', subscription).group(1)
     assert "subscription" in details and "$Default: TrueFilter" in details and "→ audit" in details
     audit = _row(client, "audit")[0]
