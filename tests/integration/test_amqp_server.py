@@ -84,6 +84,7 @@ def test_serve_hosts_namespaces_keeps_data_and_exits_cleanly(tmp_path: Path) -> 
         assert json.load(health)["status"] == "ok"
     logs = _stop(proc)
     assert "connection-open" in logs and "connection-close" in logs
+    assert "sasl=ANONYMOUS" in logs  # the mechanism the Python SDK chose, as logged
 
     proc, namespaces = _serve(topology, "--data", str(data))
     primary = {n["namespace"]: n for n in namespaces}["primary"]

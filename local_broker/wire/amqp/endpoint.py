@@ -86,6 +86,7 @@ class UnroutedReply:
 class ConnectionState:
     peer: str
     sasl_claim: Claim | None
+    sasl_mechanism: str
     transfer_formats: compat.TransferFormats  # the connection's transport reads them from its frames
     claims: list[Claim] = field(default_factory=list)
     container_id: str = ""
@@ -236,9 +237,11 @@ class NamespaceEndpoint(Handler):
             self.thread.after_commit.append(action)
 
     # --- connections ----------------------------------------------------------------------------------
-    def accept_connection(self, connection: Connection, claim: Claim | None, peer: str) -> None:
+    def accept_connection(
+        self, connection: Connection, claim: Claim | None, peer: str, mechanism: str
+    ) -> None:
         """Called by the SASL listener when a socket is handed to proton."""
-        connection.sb = ConnectionState(peer=peer, sasl_claim=claim,
+        connection.sb = ConnectionState(peer=peer, sasl_claim=claim, sasl_mechanism=mechanism,
                                         transfer_formats=connection.transport.transfer_formats)
         self.connections.add(connection)
 
@@ -254,7 +257,7 @@ class NamespaceEndpoint(Handler):
         state.counted = True
         self.open_connections += 1
         log_event(log, logging.INFO, "connection-open", namespace=self.name, peer=state.peer,
-                  container=state.container_id, sasl="PLAIN" if state.sasl_claim else "ANONYMOUS")
+                  container=state.container_id, sasl=state.sasl_mechanism)
 
     def _refuse_connection(self, connection: Connection) -> None:
         """Over the connection quota: opened and closed at once with the error Service Bus sends."""

@@ -54,9 +54,9 @@ MAX_SASL_FRAME = 65536
 TOKEN_MECHANISMS = ("MSSBCBS", "ANONYMOUS")
 HANDSHAKE_TIMEOUT_S = 20.0  # from accept to the client's AMQP open (SASL included)
 
-# A new connection: the proton Connection (bound to a server transport) and its SASL identity
-# (None for ANONYMOUS, whose rights come from CBS put-token).
-OnConnection = Callable[[Connection, Claim | None, str], None]
+# A new connection: the proton Connection (bound to a server transport), its SASL identity (None for the
+# token mechanisms, whose rights come from CBS put-token), the peer and the SASL mechanism it chose.
+OnConnection = Callable[[Connection, Claim | None, str, str], None]
 
 
 def _sasl_frame(code: int, fields: list) -> bytes:
@@ -81,6 +81,7 @@ class SaslDoor:
         self.inbox = b""
         self.leftover = b""  # bytes read past the SASL exchange, handed to proton first
         self.claim: Claim | None = None
+        self.mechanism = ""
         self.authenticated = False
         self.greeted = False
         self.io: TransportIO | None = None
@@ -144,7 +145,7 @@ class SaslDoor:
         self._authenticate(fields)
 
     def _authenticate(self, fields: list) -> None:
-        mechanism = str(fields[0]) if fields else ""
+        self.mechanism = mechanism = str(fields[0]) if fields else ""
         response = bytes(fields[1]) if len(fields) > 1 and fields[1] is not None else b""
         if mechanism in TOKEN_MECHANISMS:
             self.claim = None
@@ -178,7 +179,7 @@ class SaslDoor:
         transport = compat.BrokerTransport()
         io_type = TransportIO if self.listener.layers is None else LayeredIO
         self.io = io_type(self.listener.loop, self.sock, connection, transport, self.leftover)
-        self.listener.on_connection(connection, self.claim, self.peer)
+        self.listener.on_connection(connection, self.claim, self.peer, self.mechanism)
         self.leftover = b""
 
     def _drop(self, reason: str | None) -> None:
