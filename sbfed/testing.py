@@ -5,7 +5,10 @@
 Fixtures (session-scoped):
 * `sbfed_broker`: `sbfed broker serve` in its own process, in memory, on free loopback ports; stopped after
   the session. `.connection_string` (the emulator's form, `UseDevelopmentEmulator=true`),
-  `.admin_connection_string`, `.cert_path` (trust it as `connection_verify`), and `.namespaces` by name.
+  `.admin_connection_string`, `.cert_path` (trust it as `connection_verify`), and `.namespaces` by name;
+  for clients with no emulator mode, `.amqps_connection_string` (the Azure form) with `.amqps_port` and
+  `.websocket_port` (the Python SDK dials 5671/443 whatever the Endpoint says: give it
+  `custom_endpoint_address=f"sb://localhost:{port}"`).
 * `servicebus_connection_string`: `sbfed_broker.connection_string`.
 
 What it hosts: the topology file given by `--sbfed-topology FILE` (or the `sbfed_topology` ini option; the
@@ -44,6 +47,9 @@ class Namespace:
     connection_string: str  # the emulator's form: Endpoint=sb://localhost:<port>;...;UseDevelopmentEmulator=true;
     admin_connection_string: str  # the management port (HTTPS, plain HTTP too)
     cert_path: str
+    amqps_connection_string: str  # the Azure form (no emulator flag): AMQPS, or WebSockets
+    amqps_port: int
+    websocket_port: int
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,18 @@ class SbfedBroker:
     @property
     def cert_path(self) -> str:
         return self.first.cert_path
+
+    @property
+    def amqps_connection_string(self) -> str:
+        return self.first.amqps_connection_string
+
+    @property
+    def amqps_port(self) -> int:
+        return self.first.amqps_port
+
+    @property
+    def websocket_port(self) -> int:
+        return self.first.websocket_port
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -119,7 +137,8 @@ def sbfed_broker(request: pytest.FixtureRequest) -> Iterator[SbfedBroker]:
                 _wait_ready(process, ready, Path(log.name))
                 yield SbfedBroker({entry["namespace"]: Namespace(
                     entry["namespace"], entry["emulator_connection_string"],
-                    entry["emulator_admin_connection_string"], entry["cert_path"])
+                    entry["emulator_admin_connection_string"], entry["cert_path"],
+                    entry["amqps_connection_string"], entry["amqps_port"], entry["websocket_port"])
                     for entry in json.loads(ready.read_text(encoding="utf-8"))})
             finally:
                 process.send_signal(signal.SIGTERM)

@@ -21,13 +21,13 @@ def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 def test_the_example_project_passes_with_markers() -> None:
     run = _pytest()
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "2 passed" in run.stdout
+    assert "4 passed" in run.stdout
 
 
 def test_a_topology_file_and_markers_are_hosted_together() -> None:
     run = _pytest("--sbfed-topology", "Config.json", env={"EXPECT_CONFIG_JSON": "1"})
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "2 passed" in run.stdout
+    assert "4 passed" in run.stdout
 
 
 def test_a_broken_declaration_stops_the_session_with_its_problems(tmp_path: Path) -> None:
