@@ -7,6 +7,14 @@ copies (+10-20 min). Then it times `sbfed reconcile` (as a user runs it, in its 
 (threads=2), and checks both against the planted truth and against each other.
 
     .venv/bin/python bench/reconcile.py [SIZE ...] [--keep DIR]      e.g. 1M 5M, 250k
+
+With --follow it measures `sbfed reconcile --follow` instead: a writer thread appends one JSON-lines file per
+log and entity every second at --rate messages/s (copies ~150 ms later, planted gaps and duplicates), the
+follow query runs beside it for --seconds, and the bench prints the records/s the query processed (and whether
+it kept up), the delay from each planted gap's source time to its final `missing` verdict, the state rows it
+held, and the batch job's time on the same logs next to it.
+
+    .venv/bin/python bench/reconcile.py --follow [--rate 500] [--seconds 120]
 """
 
 from __future__ import annotations
@@ -15,11 +23,16 @@ import argparse
 import json
 import math
 import os
+import random
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -273,13 +286,180 @@ def run_size(n: int, work: Path, driver_memory: str) -> dict:
             "phases": summary["timings_s"], "issues": issues, "out_of_order": ordering}
 
 
+FOLLOW_RULES = ["--grace", "5s", "--skew", "1s", "--lookahead", "15s"]
+FOLLOW_LOOKAHEAD_S = 15
+GAP_EVERY, DUP_EVERY = 1000, 200  # 0.1 % gaps, 0.5 % duplicate copies
+
+
+def iso(t: datetime) -> str:
+    return t.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class LiveWriter(threading.Thread):
+    """Appends, every second, the previous second's records to one new file per log and entity: primary
+    messages at `rate` per second and their copies in the secondary (lognormal lag, median 150 ms), the
+    planted gaps left out and the planted duplicates copied twice (30 s later)."""
+
+    def __init__(self, root: Path, rate: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.rate = root, rate
+        self.stop = threading.Event()
+        self.gaps: dict[str, datetime] = {}
+        self.records = 0
+        self.last: datetime | None = None
+        self._copies: list[tuple[datetime, dict]] = []  # copies not arrived yet
+
+    def run(self) -> None:
+        rng = random.Random(42)
+        second = datetime.now(UTC).replace(microsecond=0)
+        i = 0
+        while not self.stop.is_set():
+            end = second + timedelta(seconds=1)
+            time.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()))
+            files: dict[Path, list[str]] = {}
+            for k in range(self.rate):
+                i += 1
+                t = second + timedelta(microseconds=k * 1_000_000 // self.rate)
+                entity, mid = f"orders-{i % 4}", f"m-{i}"
+                self._add(files, "primary", {"event": "enqueued", "entity": entity, "message_id": mid,
+                                             "enqueued_time_utc": iso(t), "sequence_number": i})
+                if i % GAP_EVERY == 0:
+                    self.gaps[mid] = t
+                    continue
+                for retry in range(2 if i % DUP_EVERY == 0 else 1):
+                    at = t + timedelta(milliseconds=150 * math.exp(0.8 * rng.gauss(0, 1)) + 30_000 * retry)
+                    self._copies.append((at, {"event": "enqueued", "entity": entity, "message_id": mid,
+                                              "enqueued_time_utc": iso(at), "repl_enqueued_time": iso(t),
+                                              "repl_sequence": str(i), "repl_source": f"primary/{entity}"}))
+            for r in [r for at, r in self._copies if at < end]:
+                self._add(files, "secondary", r)
+            self._copies = [(at, r) for at, r in self._copies if at >= end]
+            for path, lines in files.items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                hidden = path.parent / f".{path.name}"  # the file source skips it until it is complete
+                hidden.write_text("".join(lines))
+                hidden.rename(path)
+            self.last, second = second, end
+
+    def _add(self, files: dict[Path, list[str]], namespace: str, r: dict) -> None:
+        t = datetime.fromisoformat(r["enqueued_time_utc"].replace("Z", "+00:00"))
+        folder = (self.root / namespace / f"namespace={namespace}" / f"entity={r['entity']}"
+                  / f"date={t:%Y-%m-%d}" / f"hour={t:%H}")
+        files.setdefault(folder / f"tap-{int(time.time())}.jsonl", []).append(json.dumps(r) + "\n")
+        self.records += 1
+
+
+def gap_delays(out: Path) -> dict[str, float]:
+    """message_id -> seconds from its source time to its final `missing` verdict."""
+    if not list(out.glob("verdicts/*/*/*.parquet")):
+        return {}
+    con = connect()
+    found = con.execute(f"""
+        SELECT message_id, (epoch_us(final_at) - epoch_us(p_time)) / 1e6
+        FROM read_parquet('{out}/verdicts/*/*/*.parquet', hive_partitioning = true) WHERE kind = 'missing'
+    """).fetchall()
+    con.close()
+    return dict(found)
+
+
+def run_follow(work: Path, logs: list[str], writer: LiveWriter,
+               seconds: int) -> tuple[dict, list[int], float]:
+    """The follow query beside the writer for `seconds`, then until it has read everything written; returns
+    its last status, the state rows seen each second and how long it took to catch up."""
+    out = work / "follow-out"
+    cmd = [sys.executable, "-m", "sbfed.cli", "reconcile", *logs, *FOLLOW_RULES, "--follow",
+           "--trigger", "5s", "--checkpoint", str(work / "checkpoint"), "--out", str(out),
+           "--driver-memory", "2g"]
+    with (work / "follow.log").open("w") as log:
+        query = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        status = out / "status" / "secondary.json"
+        state_rows, started = [], time.monotonic()
+        while time.monotonic() - started < seconds and query.poll() is None:
+            time.sleep(1)
+            if status.exists():
+                state_rows.append(json.loads(status.read_text())["state_rows"])
+        writer.stop.set()
+        writer.join()
+        stopped = time.monotonic()
+        while query.poll() is None and time.monotonic() - stopped < 120:
+            time.sleep(1)
+            found = json.loads(status.read_text()) if status.exists() else None
+            if found and all((i["latest_record"] or "") >= iso(writer.last) for i in found["inputs"]):
+                break
+        caught_up = time.monotonic() - stopped
+        query.send_signal(signal.SIGTERM)
+        query.wait(timeout=120)
+    return json.loads(status.read_text()), state_rows, caught_up
+
+
+def follow_bench(work: Path, rate: int, seconds: int) -> int:
+    """The follow query beside a live writer; then the batch job over the same logs."""
+    root = work / "live"
+    for namespace in ("primary", "secondary"):
+        (root / namespace).mkdir(parents=True, exist_ok=True)
+    writer = LiveWriter(root, rate)
+    writer.start()
+    logs = ["--log", f"primary={root / 'primary'}", "--log", f"secondary={root / 'secondary'}",
+            "--format", "json"]
+    found, state_rows, caught_up = run_follow(work, logs, writer, seconds)
+    log = (work / "follow.log").read_text()
+    pattern = r"micro-batch \d+: (\d+) records, .*, ([\d.]+) s$"
+    batches = [(int(n), float(s)) for n, s in re.findall(pattern, log, re.M)]
+    processed, busy = sum(n for n, _ in batches), sum(s for _, s in batches)
+    delays = gap_delays(work / "follow-out")
+    due = {m for m, t in writer.gaps.items() if t + timedelta(seconds=FOLLOW_LOOKAHEAD_S) <= writer.last}
+    issues = [f"{len(set(delays) - set(writer.gaps))} missing verdicts for messages that were not gaps",
+              f"{len(due - set(delays))} planted gaps due without a missing verdict"]
+    issues = [i for i in issues if not i.startswith("0 ")]
+    final = found["final"]
+    print(f"follow: {writer.records:,} records written in {seconds} s "
+          f"({writer.records / seconds:,.0f}/s offered); {processed:,} processed in {len(batches)} "
+          f"micro-batches, busy {busy:.1f} s: {processed / busy if busy else 0:,.0f} records/s while busy; "
+          f"caught up {caught_up:.0f} s after the writer stopped")
+    if delays:
+        d = sorted(delays.values())
+        print(f"  verdict delay (gap's source time -> final missing verdict): p50 {d[len(d) // 2]:.1f} s, "
+              f"max {d[-1]:.1f} s over {len(d)} gaps (lookahead {FOLLOW_LOOKAHEAD_S} s, trigger 5 s)")
+    print(f"  state rows: max {max(state_rows, default=0):,}, last {found['state_rows']:,}; final: ok "
+          f"{final['ok']:,}, missing {final['missing']:,}, late {final['late']:,}, duplicated keys "
+          f"{final['dup_keys']:,}")
+    start = time.perf_counter()
+    batch = subprocess.run([sys.executable, "-m", "sbfed.cli", "reconcile", *logs, *FOLLOW_RULES, "--out",
+                            str(work / "batch-out"), "--max-missing", "100%", "--driver-memory", "2g"],
+                           cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if batch.returncode != 0:
+        issues.append(f"batch job failed: {batch.stderr[-2000:]}")
+    else:
+        summary = json.loads((work / "batch-out" / "summary.json").read_text())
+        job_s = sum(summary["timings_s"].values())
+        rows = sum(i["records_read"] for i in summary["inputs"])
+        t = summary["comparisons"][0]["totals"]
+        print(f"  batch job, same logs: {rows:,} records in {job_s:.1f} s job time ({rows / job_s:,.0f} "
+              f"records/s; {wall:.1f} s with the JVM start), missing {t['missing']:,}, "
+              f"pending {t['pending']:,}; its verdict delay: the schedule's interval + lookahead + its run "
+              "time")
+    print("  " + ("agrees with the planted gaps" if not issues else "ISSUES: " + "; ".join(issues)))
+    print(f"load average at the end (the machine may be shared): {os.getloadavg()[0]:.1f}")
+    return 1 if issues else 0
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sizes", nargs="*", default=["1M", "5M", "10M"], help="primary messages per run")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one, removed)")
+    p.add_argument("--follow", action="store_true", help="measure the follow mode against a live writer")
+    p.add_argument("--rate", type=int, default=500, help="--follow: primary messages per second")
+    p.add_argument("--seconds", type=int, default=120, help="--follow: how long the writer writes")
     args = p.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-reconcile-"))
+    if args.follow:
+        try:
+            return follow_bench(work, args.rate, args.seconds)
+        finally:
+            if args.keep is None:
+                shutil.rmtree(work, ignore_errors=True)
     results = []
     try:
         for size in args.sizes:

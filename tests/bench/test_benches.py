@@ -95,3 +95,14 @@ def test_reconcile():
     needs thousands of messages per entity (at 5k the sparse tails differ by up to 50 %)."""
     out = bench("reconcile.py", "200k", "--driver-memory", "1g", timeout=600)
     assert re.search(r"^ +200,000 +[\d,]+ .* yes$", out, re.M), out
+
+
+@pytest.mark.slow
+def test_reconcile_follow():
+    """The follow query beside a live writer, briefly (one planted gap due): it printed its figures and the
+    gap got its missing verdict (exit status 0)."""
+    out = bench("reconcile.py", "--follow", "--rate", "50", "--seconds", "40", timeout=600)
+    assert re.search(r"^follow: [\d,]+ records written .* [\d,]+ records/s while busy", out, re.M), out
+    assert re.search(r"^  verdict delay .* over 1 gaps", out, re.M), out
+    assert re.search(r"^  state rows: max [\d,]+", out, re.M), out
+    assert "agrees with the planted gaps" in out, out
