@@ -1,5 +1,6 @@
-"""The sbfed commands a drill runs as processes of their own (`sbfed broker serve`, `sbfed functions run`):
-started with their output in a log file, waited for until they say they are ready, stopped with SIGTERM."""
+"""The sbfed commands a drill runs as processes of their own: `sbfed broker serve` and `sbfed functions run`
+started with their output in a log file, waited for until they say they are ready, stopped with SIGTERM;
+`sbfed topology apply` run to its end."""
 
 from __future__ import annotations
 
@@ -53,3 +54,18 @@ class SbfedProcess:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def run_sbfed(what: str, argv: list[str], log_path: Path, env: Mapping[str, str] | None = None,
+              timeout: float = 120.0) -> None:
+    """`python -m sbfed <argv>` run to its end, its output in `log_path`; a failure points at the log."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        try:
+            code = subprocess.run([sys.executable, "-m", "sbfed", *argv], stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  env={**os.environ, **(env or {})}, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            raise ProcessStartError(f"{what} did not finish within {timeout:.0f} s; see {log_path}") from None
+    if code:
+        raise ProcessStartError(f"{what} exited with {code}; see {log_path}")

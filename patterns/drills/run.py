@@ -1,4 +1,4 @@
-"""One drill from start to finish: the broker process, the pattern applied through the admin client, the
+"""One drill from start to finish: the broker process, the pattern applied by `sbfed topology apply`, the
 Functions host process, the pattern's clients, the outage through the control API, the wait until every
 message has been handled, and the summary (`drill-summary.json`)."""
 
@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patterns.apply import apply_topology
 from patterns.building import connection_setting
 from patterns.drills import metrics
 from patterns.drills.broker import BrokerError, BrokerNamespace, BrokerProcess, read_ready_file
 from patterns.drills.catalog import SCENARIOS
 from patterns.drills.clients import Tracker, TrackingSink
 from patterns.drills.functions import FunctionsHostProcess
+from patterns.drills.processes import run_sbfed
 from patterns.drills.scenarios import Scenario, Step
 from patterns.failover import FailoverPolicy
 from patterns.regions import Region, sdk_region
@@ -145,6 +145,19 @@ def prepare_topology(scenario: Scenario, names: tuple[str, ...], settings: Drill
     return topology
 
 
+def apply_pattern(topology_file: Path, namespaces: dict[str, BrokerNamespace], log: Path) -> None:
+    """`sbfed topology apply`, run as a person runs it against their namespaces: each one's admin connection
+    string in the environment variable named after its connection setting (`PRIMARY`, ...), HTTPS verified
+    with the broker's certificate."""
+    certificates = {ns.cert_path for ns in namespaces.values()}
+    if len(certificates) != 1:
+        raise BrokerError(f"the namespaces are served with {len(certificates)} certificates; "
+                          "a drill's namespaces come from one broker")
+    run_sbfed("sbfed topology apply",
+              ["topology", "apply", "--topology", str(topology_file), "--verify", certificates.pop()], log,
+              env={connection_setting(n): ns.admin_connection_string for n, ns in namespaces.items()})
+
+
 def clear_previous(out: Path) -> None:
     """Remove what an earlier drill wrote to `out` (its audit records would be counted again); anything
     else in the directory is left alone."""
@@ -176,9 +189,8 @@ def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = 
         topology = prepare_topology(scenario, drill.names, settings)
         dump(topology, out / "topology.yaml")
         report(f"{settings.pattern}: broker up ({', '.join(drill.names)}); applying the pattern")
-        with open(out / "logs" / "apply.log", "w", encoding="utf-8") as apply_log:
-            apply_topology(topology, {n: namespaces[n].admin_client() for n in drill.names},
-                           report=lambda line: print(line, file=apply_log))
+        apply_pattern(out / "topology.yaml", {n: namespaces[n] for n in drill.names},
+                      out / "logs" / "apply.log")
         host_settings = {connection_setting(n): namespaces[n].connection_string for n in drill.names}
         host = FunctionsHostProcess(out / "topology.yaml",
                                     {**host_settings, AUDIT_SINK_SETTING: str(out / "audit")},

@@ -1,5 +1,6 @@
 """The drill's own plumbing against a real broker: its control client (own SAS token, TLS verified against
-the broker's certificate) and the broker descriptions it reads; fast, so not marked slow."""
+the broker's certificate), the broker descriptions it reads and `sbfed topology apply` as it runs it; fast,
+so not marked slow."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from azure.servicebus.exceptions import ServiceBusError
 
 from patterns.drill_cli import main as drill_main
 from patterns.drills.broker import BrokerError, BrokerNamespace, ControlClient, read_ready_file
+from patterns.drills.processes import ProcessStartError
+from patterns.drills.run import apply_pattern
 
 TOPOLOGY = {"namespaces": {"primary": {"local": {"amqp_port": 0, "admin_port": 0}, "queues": {"orders": {}}}}}
 
@@ -46,6 +49,24 @@ def test_the_control_client_reports_what_the_broker_refused(namespace):
         wrong_key.set_down("drop")
     with pytest.raises(BrokerError, match="400"):
         namespace.control().call("PUT", "faults", {"namespace_down": "sideways"})
+
+
+def routed(sql):
+    """A topology file's text: primary's topic `events` with a subscription whose one rule is `sql`."""
+    rule = {"route": {"filter": {"sql": sql}}}
+    return json.dumps({"namespaces": {"primary": {"topics": {"events": {"subscriptions": {
+        "unrouted": {"rules": rule}}}}}}})
+
+
+def test_the_drill_applies_with_the_sbfed_command_and_says_where_a_refusal_is(namespace, tmp_path):
+    (tmp_path / "topology.yaml").write_text(routed("region IS NULL"))
+    apply_pattern(tmp_path / "topology.yaml", {"primary": namespace}, tmp_path / "apply.log")
+    assert [r.name for r in namespace.admin_client().list_rules("events", "unrouted")] == ["route"]
+    assert "+ rule events/unrouted/route" in (tmp_path / "apply.log").read_text()
+    (tmp_path / "topology.yaml").write_text(routed("region = "))
+    with pytest.raises(ProcessStartError, match=r"sbfed topology apply exited with 2; see .*apply\.log"):
+        apply_pattern(tmp_path / "topology.yaml", {"primary": namespace}, tmp_path / "apply.log")
+    assert "primary/events/unrouted/route: filter.sql" in (tmp_path / "apply.log").read_text()
 
 
 def test_ready_files_and_print_json_lines_describe_the_same_namespaces(namespace, tmp_path):
