@@ -75,16 +75,25 @@ def reconcile_modes(settings: DrillSettings) -> dict[str, list[str]]:
     return {"exactly-once": exactly_once}
 
 
+def reconcile_commands(settings: DrillSettings) -> dict[str, list[str]]:
+    """Each fitting mode's `sbfed reconcile` arguments over the drill's audit logs (reconcile_out(mode))."""
+    audit = settings.out / "audit"
+    logs = [f"--log={ns}={audit / f'namespace={ns}'}" for ns in settings.namespaces]
+    return {mode: [*logs, *arguments, "--grace", GRACE, "--out", str(reconcile_out(settings, mode))]
+            for mode, arguments in reconcile_modes(settings).items()}
+
+
+def reconcile_out(settings: DrillSettings, mode: str) -> Path:
+    return settings.out / f"reconcile-{mode}"
+
+
 def reconcile(settings: DrillSettings, log: Path) -> list[Reconciliation]:
     """Run spark_reconcile in this process (one JVM for every run), its output going to `log`."""
     from spark_reconcile import cli as reconcile_cli
 
-    audit = settings.out / "audit"
-    logs = [f"--log={ns}={audit / f'namespace={ns}'}" for ns in settings.namespaces]
     results = []
-    for mode, arguments in reconcile_modes(settings).items():
-        out = settings.out / f"reconcile-{mode}"
-        argv = [*logs, *arguments, "--grace", GRACE, "--out", str(out)]
+    for mode, argv in reconcile_commands(settings).items():
+        out = reconcile_out(settings, mode)
         with _output_to(log):
             print(f"$ sbfed reconcile {' '.join(argv)}", flush=True)
             try:

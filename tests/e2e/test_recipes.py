@@ -1,15 +1,19 @@
 """The recipes end to end, each as its drill (patterns/drills/recipes.py): the topology generated and applied
-through the admin client to namespaces of `sbfed broker serve`, `function_app.py` run by `sbfed functions
+with `sbfed topology apply` to namespaces of `sbfed broker serve`, `function_app.py` run by `sbfed functions
 run`, a mixed workload published, the namespace the recipe copies to taken down and brought back, then
 `sbfed reconcile` over the audit logs. The assertions are the recipes' promises, checked on the audit
 records (what each namespace enqueued and each consumer processed) and on reconciliation's summary.
 
 One broker process serves the module: each recipe has namespaces of its own in it, so no test sees
-another's entities or messages."""
+another's entities or messages. Reconciliation runs in this process for three recipes (one Spark JVM for
+the module) and as the `sbfed reconcile` command for routing (its own JVM: about 70 s more on the shared
+2-core machine, so one recipe shows the command works and the others reuse the JVM)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -17,7 +21,7 @@ import pytest
 from patterns.drills.broker import BrokerProcess
 from patterns.drills.metrics import format_summary, hops, parse_time
 from patterns.drills.recipes import RECIPES
-from sbfed.demo import reconcile
+from sbfed.demo import reconcile, reconcile_commands, reconcile_out
 from tests.e2e.drill_records import between, drill, of
 
 pytestmark = pytest.mark.slow
@@ -42,17 +46,28 @@ def run(tmp_path, broker, recipe):
     return result, records
 
 
-def reconciled(result, tmp_path):
-    """`sbfed reconcile` in the mode that fits the recipe (one run); it must pass with nothing missing."""
+def reconciled(result, tmp_path, *, command=False):
+    """`sbfed reconcile` in the mode that fits the recipe (one run), in this process or (`command`) as the
+    command a person runs; it must pass with nothing missing."""
     settings = result.scenario.drill.settings
-    (run_,) = reconcile(settings, tmp_path / "reconcile.log")
-    assert run_.verdict == "pass", (tmp_path / "reconcile.log").read_text()[-3000:]
-    summary = json.loads((run_.out / "summary.json").read_text())
+    if command:
+        ((mode, argv),) = reconcile_commands(settings).items()
+        done = subprocess.run([sys.executable, "-m", "sbfed", "reconcile", *argv], capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        assert f"reconcile ({mode}): PASS" in done.stdout, done.stdout[-3000:]  # its one-screen summary
+        out = reconcile_out(settings, mode)
+    else:
+        (run_,) = reconcile(settings, tmp_path / "reconcile.log")
+        assert run_.verdict == "pass", (tmp_path / "reconcile.log").read_text()[-3000:]
+        mode, out = run_.mode, run_.out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["verdict"] == "pass"
     for comparison in summary["comparisons"]:
         totals = comparison["totals"]
         assert totals["missing"] == totals["pending"] == totals["orphan"] == 0, comparison
         assert totals["ok"] + totals["late"] == totals["expected"] == len(result.scenario.workload)
-    return run_.mode, summary["comparisons"]
+    return mode, summary["comparisons"]
 
 
 def enqueues(records, namespace):
@@ -130,7 +145,7 @@ def test_splitting_and_routing_sends_each_order_only_where_its_filter_says(tmp_p
     assert processed(records, f"{source}/unrouted") == Counter(unrouted)  # accounted for, in the source
     assert_no_loop(records, {source})
     assert_caught_up(result, records, eu)
-    mode, (comparison,) = reconciled(result, tmp_path)
+    mode, (comparison,) = reconciled(result, tmp_path, command=True)
     # exactly-once over every consumer: an order routed to both targets is its only duplicate
     assert mode == "exactly-once" and comparison["totals"]["dup_extra"] == len(both)
 
