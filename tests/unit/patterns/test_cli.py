@@ -28,6 +28,8 @@ def test_generate_writes_the_pattern(tmp_path, argv, expected, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["generate", "active-passive", "--namespaces", "a,b,c"], "exactly two namespaces"),
     (["generate", "routing", "--namespaces", "hub", "--route", "eu"], "expected NAMESPACE=SQL"),
+    (["generate", "routing", "--namespaces", "hub", "--route", "eu=p('region') = 'eu'"],
+     "sbfed topology generate: filter \"p('region') = 'eu'\", column 1: p(): a route may read only"),
     (["generate", "active-passive", "--ttl", "2m"], "not an ISO 8601 duration"),
 ])
 def test_generate_refuses_bad_input(tmp_path, argv, message, capsys):
