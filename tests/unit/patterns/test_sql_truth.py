@@ -122,6 +122,11 @@ def test_what_it_cannot_account_for_is_refused_with_the_column(sql, problem):
     assert "column" in str(refused.value)
 
 
+def test_a_filter_nested_deeper_than_python_recurses_is_refused_not_crashed_on():
+    with pytest.raises(ValueError, match="nested too deep"):
+        is_true("(" * 400 + "region = 'eu'" + ")" * 400)
+
+
 def test_too_long_a_filter_for_service_bus_is_refused():
     routes = [f"region = 'region-{n:03d}' AND priority > {n}" for n in range(12)]
     with pytest.raises(ValueError, match=f"over Service Bus's {MAX_FILTER_LENGTH}"):
