@@ -105,14 +105,15 @@ class Recipe(Scenario):
             self.violations.append(f"{message.message_id}: {what}")
 
     def _unchanged(self, message: Any) -> None:
-        """A copy must carry the body and the application properties it was published with."""
+        """A copy must carry the body and the application properties it was published with (one published
+        null arrives null, not missing)."""
         sent = self.workload.get(str(message.message_id))
         if sent is None:
             return
         properties = decode_application_properties(message.application_properties)
         if body_of(message) != sent.body:
             self._violation(message, "body changed on the way")
-        if {k: properties.get(k) for k in sent.properties} != sent.properties:
+        if {k: properties[k] for k in sent.properties if k in properties} != sent.properties:
             self._violation(message, "application properties changed on the way")
 
     def _quarantined(self, message: Any) -> None:
