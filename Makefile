@@ -51,11 +51,12 @@ console-screenshots: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# Every script in bench/ at its default sizes and rules.py's engine mode, but not the benches' helpers (the
+# Every script in bench/ at its default sizes, rules.py's engine mode and reconcile.py's follow mode, but not the benches' helpers (the
 # client amqp_compare.py runs, replicate.py's tracer); RabbitMQ for the AMQP comparison comes from Debian (one
 # line says how when it cannot).
 BENCH_HELPERS := bench/amqp_client.py bench/lag_trace.py
-BENCHES := $(filter-out $(BENCH_HELPERS),$(sort $(wildcard bench/*.py))) "bench/rules.py --engine"
+BENCHES := $(filter-out $(BENCH_HELPERS),$(sort $(wildcard bench/*.py))) "bench/rules.py --engine" \
+	"bench/reconcile.py --follow"
 bench: setup
 	@bash scripts/ensure-rabbitmq.sh || true
 	@failed=""; for b in $(BENCHES); do echo "== $$b"; $(PY) $$b || failed="$$failed, $$b"; done; \

@@ -77,63 +77,27 @@ class MicroBatch:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
         now_us = to_micros(datetime.now(UTC))
-        spark, s = self.spark, self.settings
-        keys = classify.key_columns(s)
-        p = latest_progress(spark, self.where["progress"], before=batch_id)
-
+        s = self.settings
+        p = latest_progress(self.spark, self.where["progress"], before=batch_id)
         new = classify.group(classify.with_roles(batch, s), s).persist(StorageLevel.MEMORY_AND_DISK)
-        targets = [c.target for c in self.comparisons]
-        found = metrics.inventory(new, s.tags(), targets, None, (None, None), spark)
+        found = metrics.inventory(new, s.tags(), [c.target for c in self.comparisons], None, (None, None),
+                                  self.spark)
         latest = new.where(F.col("entity").isNotNull()).agg(
             *[F.unix_micros(F.max(f"seen__{t}")).alias(t) for t in s.tags()]).first().asDict()
-
-        fresh = new.where(F.col("entity").isNotNull()).drop("gseq").withColumn(
-            _DONE, F.array().cast("array<string>"))
-        if p.batch >= 0:
-            fresh = spark.read.parquet(self._state(p.batch)).unionByName(fresh)
-        done = F.array_distinct(F.flatten(F.collect_list(_DONE))).alias(_DONE)
-        keyed = classify.combine(fresh, s, done).persist(StorageLevel.MEMORY_AND_DISK)
-
         p.add(found, latest)
-        ceiling = {c.target: p.reached(comparison_logs(c, s)) for c in self.comparisons}
-        frame = metrics.watermark_frame(spark, p.watermarks(), p.entities, targets, ceiling)
-        judged = classify.classify(classify.per_comparison(keyed, s, keep=(_DONE,)), frame, set(p.sent_logs),
-                                   s, horizon_us=self.horizon_us)
-        written = F.array_contains(F.col(_DONE), F.col("target"))
-        judged = judged.withColumn("_decided", F.col("final") & ~written).persist(
-            StorageLevel.MEMORY_AND_DISK)
-
-        decided = judged.where("_decided")
-        outputs.write_details(decided, f"{self.where['verdicts']}/batch={batch_id}", s.mode == "exactly-once",
-                              extra=(F.lit(batch_id).cast("long").alias("micro_batch"),
-                                     F.timestamp_micros(F.lit(now_us)).alias("final_at")))
-        cube = metrics.cube(decided).withColumn("final_at_us", F.lit(now_us)).persist()
-        cube_rows = metrics.collect_cube(cube)
-        cube.write.mode("overwrite").parquet(f"{self.where['cube']}/batch={batch_id}")
-        cube.unpersist()
+        keyed = self._merged(new, p).persist(StorageLevel.MEMORY_AND_DISK)
+        judged = self._judged(keyed, p).persist(StorageLevel.MEMORY_AND_DISK)
+        cube_rows = self._write_verdicts(judged.where("_decided"), batch_id, now_us)
         still = judged.where(~F.col("final")).groupBy("target", "status").agg(F.count(F.lit(1)).alias("n"))
         p.open = [r.asDict() for r in still.collect()]
-
-        # A key stays while a comparison still waits for its verdict or a log may still add to it.
-        flags = judged.groupBy(*keys).agg(
-            F.max(~F.col("final") & ~written).alias("_open"),
-            F.collect_set(F.when(F.col("_decided"), F.col("target"))).alias("_now"))
-        reached = p.reached(s.tags())
-        last = F.greatest(*[F.col(f"seen__{t}") for t in s.tags()])
-        kept = F.coalesce(F.col("_open"), F.lit(False)) | F.lit(reached is None)
-        if reached is not None:
-            kept = kept | (F.unix_micros(last) + self.horizon_us > reached)
-        state = (keyed.join(flags, keys, "left").where(kept)
-                 .withColumn(_DONE, F.array_union(F.col(_DONE), F.coalesce(F.col("_now"), F.array().cast(
-                     "array<string>")))).drop("_open", "_now"))
-        state.write.mode("overwrite").parquet(self._state(batch_id))
+        self._write_state(keyed, judged, p, batch_id)
         for cached in (judged, keyed, new):
             cached.unpersist()
 
         p.batch = batch_id
-        p.state_rows = spark.read.parquet(self._state(batch_id)).count()
+        p.state_rows = self.spark.read.parquet(self._state(batch_id)).count()
         p.count_final(cube_rows)
-        outputs.write_text(spark, f"{self.where['progress']}/{batch_id:020d}.json", p.to_json())
+        outputs.write_text(self.spark, f"{self.where['progress']}/{batch_id:020d}.json", p.to_json())
         self._status(p, cube_rows, now_us, batch_id)
         self._forget(batch_id)
         figures = {"micro_batch": batch_id, "records": sum(found.records.values()),
@@ -142,6 +106,55 @@ class MicroBatch:
         self.history.append(figures)
         log.info("micro-batch %(micro_batch)d: %(records)d records, %(final)d final verdicts, %(state_rows)d "
                  "state rows, %(seconds).1f s", figures)
+
+    def _merged(self, new: DataFrame, p: Progress) -> DataFrame:
+        """The micro-batch's keys merged into the open keys of the previous one (one row per key)."""
+        fresh = new.where(F.col("entity").isNotNull()).drop("gseq").withColumn(
+            _DONE, F.array().cast("array<string>"))
+        if p.batch >= 0:
+            fresh = self.spark.read.parquet(self._state(p.batch)).unionByName(fresh)
+        done = F.array_distinct(F.flatten(F.collect_list(_DONE))).alias(_DONE)
+        return classify.combine(fresh, self.settings, done)
+
+    def _judged(self, keyed: DataFrame, p: Progress) -> DataFrame:
+        """(comparison, key) rows classified as of their final moment; `final`, and `_decided`: final and not
+        written before."""
+        s = self.settings
+        ceiling = {c.target: p.reached(comparison_logs(c, s)) for c in self.comparisons}
+        frame = metrics.watermark_frame(self.spark, p.watermarks(), p.entities,
+                                        [c.target for c in self.comparisons], ceiling)
+        judged = classify.classify(classify.per_comparison(keyed, s, keep=(_DONE,)), frame, set(p.sent_logs),
+                                   s, horizon_us=self.horizon_us)
+        return judged.withColumn("_decided", F.col("final") & ~_written())
+
+    def _write_verdicts(self, decided: DataFrame, batch_id: int, now_us: int) -> list[dict]:
+        """verdicts/batch=<id>/ and cube/batch=<id>/ (replaced on a rerun); returns the cube's rows."""
+        outputs.write_details(decided, f"{self.where['verdicts']}/batch={batch_id}",
+                              self.settings.mode == "exactly-once",
+                              extra=(F.lit(batch_id).cast("long").alias("micro_batch"),
+                                     F.timestamp_micros(F.lit(now_us)).alias("final_at")))
+        cube = metrics.cube(decided).withColumn("final_at_us", F.lit(now_us)).persist()
+        rows = metrics.collect_cube(cube)
+        cube.write.mode("overwrite").parquet(f"{self.where['cube']}/batch={batch_id}")
+        cube.unpersist()
+        return rows
+
+    def _write_state(self, keyed: DataFrame, judged: DataFrame, p: Progress, batch_id: int) -> None:
+        """The keys to keep: a comparison still waits for their verdict, or a log may still add to them (their
+        last record is less than the lookahead behind every log); with the comparisons now written."""
+        s = self.settings
+        keys = classify.key_columns(s)
+        flags = judged.groupBy(*keys).agg(
+            F.max(~F.col("final") & ~_written()).alias("_open"),
+            F.collect_set(F.when(F.col("_decided"), F.col("target"))).alias("_now"))
+        reached = p.reached(s.tags())
+        kept = F.coalesce(F.col("_open"), F.lit(False)) | F.lit(reached is None)
+        if reached is not None:
+            last = F.greatest(*[F.col(f"seen__{t}") for t in s.tags()])
+            kept = kept | (F.unix_micros(last) + self.horizon_us > reached)
+        written = F.array_union(F.col(_DONE), F.coalesce(F.col("_now"), F.array().cast("array<string>")))
+        state = keyed.join(flags, keys, "left").where(kept).withColumn(_DONE, written).drop("_open", "_now")
+        state.write.mode("overwrite").parquet(self._state(batch_id))
 
     def _state(self, batch_id: int) -> str:
         return f"{self.where['state']}/batch={batch_id:020d}"
@@ -207,6 +220,11 @@ def start(spark: SparkSession, settings: Settings, follow: FollowSettings, argv:
     else:
         writer = writer.trigger(processingTime=f"{max(follow.trigger.total_seconds(), 0.001)} seconds")
     return writer.start(), handler
+
+
+def _written():
+    """The (comparison, key) row's verdict was written by an earlier micro-batch."""
+    return F.array_contains(F.col(_DONE), F.col("target"))
 
 
 def statuses(spark: SparkSession, settings: Settings, follow: FollowSettings) -> list[dict]:
