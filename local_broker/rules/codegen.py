@@ -100,7 +100,7 @@ class RuleProgram:
         }
         self.serial = next(_programs)
         self.count = 0
-        self.memo_reads: dict[str, str] = {}  # memo expression -> its plain read (see `function`)
+        self.memo_reads: dict[str, tuple[str, str]] = {}  # memo expression -> (its local, its plain read)
 
     def name(self, prefix: str = "_t") -> str:
         self.count += 1
@@ -115,7 +115,7 @@ class RuleProgram:
         """
         local = f"_{scope}_{name.encode('utf-8').hex()}"
         expression = f"({local} if {local} is not _U else ({local} := {read}))"
-        self.memo_reads[expression] = read
+        self.memo_reads[expression] = (local, read)
         return local, expression
 
     @staticmethod
@@ -150,7 +150,7 @@ class RuleProgram:
                 node.emit(body, result)
                 body.line(f"return {result}{suffix}")
         code = "\n".join(body.lines)
-        for expression, read in self.memo_reads.items():  # one rule alone reads its properties plainly
+        for expression, (_, read) in self.memo_reads.items():  # one rule alone reads its properties plainly
             code = code.replace(expression, read)
         head = Block()
         head.line("try:")

@@ -20,8 +20,8 @@ class SqlFilter:
     `matches(message)` is True only when the condition is TRUE (not FALSE, not UNKNOWN) and raises
     FilterEvaluationError when it cannot be evaluated on the message. It is the generated function
     itself (no wrapper: it runs once per message and subscription). `condition(message)` gives the
-    three-valued outcome: True, False or None (UNKNOWN). `node` and `namespace` are its generated code,
-    for a `selector` to inline.
+    three-valued outcome: True, False or None (UNKNOWN). `node`, `namespace` and `memo_reads` are its
+    generated code, for a `selector` to inline.
     """
 
     sql_expression: str
@@ -30,6 +30,7 @@ class SqlFilter:
     matches: Callable[[RuleTarget], bool] = field(repr=False, compare=False)
     node: Node = field(repr=False, compare=False)
     namespace: Mapping[str, Any] = field(repr=False, compare=False)
+    memo_reads: Mapping[str, tuple[str, str]] = field(repr=False, compare=False)
 
 
 def compile_filter(sql_expression: str, parameters: Mapping[str, Any] | None = None) -> SqlFilter:
@@ -44,6 +45,7 @@ def compile_filter(sql_expression: str, parameters: Mapping[str, Any] | None = N
         compiler.function(condition, truth=True),
         condition,
         compiler.program.namespace,
+        compiler.program.memo_reads,
     )
 
 

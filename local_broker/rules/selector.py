@@ -1,7 +1,8 @@
 """Many filters in one generated function: what a topic runs on each message to choose its subscriptions.
 
 Each SQL filter's code is inlined (no call per filter) and every property is read at most once per
-message, whichever filter reads it first (the memo locals of `RuleProgram.memo`). The outcome of each
+message: the user properties any filter names before the first filter (such a read cannot fail), the
+system properties where a filter first needs one (the memo locals of `RuleProgram.memo`). The outcome of each
 filter is the one its own `matches` gives: TRUE chooses, FALSE and UNKNOWN do not, and an evaluation
 error is reported for that filter alone. Generating the function costs about a third of a millisecond
 per filter; `interpret_selector` chooses the same without generating anything.
@@ -45,6 +46,8 @@ def compile_selector(decisions: Sequence[Choice | Step]) -> Callable[[RuleTarget
     namespace = program.namespace
     body = Block()
     reads_properties, memos = False, set()
+    eager: dict[str, str] = {}  # a user property's memo local -> a read of it
+    plain: dict[str, str] = {}  # the memo expressions of those -> the local
     for decision in decisions:
         if isinstance(decision, Step):
             body.line(f"{program.bind(decision.run)}(message, _append)")
@@ -58,6 +61,10 @@ def compile_selector(decisions: Sequence[Choice | Step]) -> Callable[[RuleTarget
             namespace.update(test.namespace)
             reads_properties = reads_properties or node.reads_properties
             memos.update(node.memos)
+            for expression, (local, read) in test.memo_reads.items():
+                if local in node.memos and local.startswith("_u_"):
+                    eager.setdefault(local, read)
+                    plain[expression] = local
         body.line("try:")
         with body.indented():
             if not isinstance(test, SqlFilter):
@@ -79,10 +86,15 @@ def compile_selector(decisions: Sequence[Choice | Step]) -> Callable[[RuleTarget
             with body.indented():
                 body.line("pass" if failed is None else f"_append(({failed}, _evaluation_error(_error)))")
     head = Block()
-    program.preamble(head, reads_properties, memos)
+    program.preamble(head, reads_properties, memos - eager.keys())
+    for local, read in sorted(eager.items()):
+        head.line(f"{local} = {read}")
     head.line("_chosen = []")
     head.line("_append = _chosen.append")
-    source = "def _select(message):\n" + "\n".join(head.lines + body.lines) + "\n    return _chosen\n"
+    code = "\n".join(body.lines)
+    for expression, local in plain.items():
+        code = code.replace(expression, local)
+    source = "def _select(message):\n" + "\n".join([*head.lines, code]) + "\n    return _chosen\n"
     exec(compile(source, "<selector>", "exec"), namespace)
     return namespace.pop("_select")
 
