@@ -29,7 +29,7 @@ from local_broker.engine import (
     SubscriptionProperties,
     TopicProperties,
 )
-from local_broker.store import ChangeSet, SqliteStore
+from local_broker.store import ChangeSet, SqliteStore, sqlite
 
 V2_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v2.db"
 WRITTEN_AT = 1_700_000_000.0
@@ -233,3 +233,29 @@ def test_a_schema_2_store_is_migrated(tmp_path: Path) -> None:
     assert [m.message_id for m in ns2.peek("t/Subscriptions/all", 0, 10)] == ["t-red", "t-blue", "t-later"]
     assert [m.message_id for m in ns2.peek("q", 0, 10)] == ["q2"]
     ns2.close()
+
+
+def test_a_migration_that_fails_leaves_the_schema_2_file_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "ns.db"
+    shutil.copy(V2_FIXTURE, path)
+    real_dumps, calls = sqlite.dumps, []
+
+    def failing_dumps(value):  # the migration dies part-way, as a killed process would
+        calls.append(value)
+        if len(calls) == 4:
+            raise RuntimeError("killed")
+        return real_dumps(value)
+
+    monkeypatch.setattr(sqlite, "dumps", failing_dumps)
+    with pytest.raises(RuntimeError, match="killed"):
+        SqliteStore(path)
+    monkeypatch.setattr(sqlite, "dumps", real_dumps)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+    assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 9
+    assert not db.execute("SELECT 1 FROM sqlite_master WHERE name IN ('payloads', 'messages_v2')").fetchall()
+    db.close()
+    ns = Namespace.open(SqliteStore(path), clock=FakeClock(WRITTEN_AT + 10))
+    assert [m.message_id for m in ns.peek("t/Subscriptions/all", 0, 10)] == ["t-red", "t-blue"]
+    assert counts(path) == (8, 9)
+    ns.close()
