@@ -183,19 +183,25 @@ def _batch(spark, settings: Settings) -> int:
 
 
 def _follow(spark, settings: Settings, follow: FollowSettings, argv: list[str]) -> int:
-    """Run the continuous query until it stops (--available-now) or is stopped (Ctrl-C, SIGTERM)."""
+    """Run the continuous query until it stops (--available-now) or is stopped (Ctrl-C, SIGTERM).
+
+    A signal only sets a flag: stopping the query from the handler would call into the JVM while the main
+    thread waits on the same py4j connection. The wait is one second at a time, so the flag is seen."""
     import logging
     import signal
+    import threading
 
     from spark_reconcile import follow as following
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("sbfed.reconcile").setLevel(logging.INFO)
     query, handler = following.start(spark, settings, follow, argv)
-    signal.signal(signal.SIGTERM, lambda *_: query.stop())
-    try:
-        query.awaitTermination()
-    except KeyboardInterrupt:
+    stopping = threading.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: stopping.set())
+    while not stopping.is_set() and not query.awaitTermination(1):
+        pass
+    if query.isActive:
         query.stop()
     for c in following.statuses(spark, settings, follow):
         f, o = c["final"], c["open"]
