@@ -82,6 +82,7 @@ class Route(NamedTuple):
     main: Any  # its main sub-queue when a copy goes straight there (no forwarding, no sessions), else None
 
 
+SELECTOR_PART = 200  # subscriptions per generated function (about 70 ms to build on the shared machine)
 Target = tuple[Route, Any]  # a copy to make: None (plain), the CompiledRule whose action runs, or the error
 
 
@@ -91,10 +92,11 @@ def selector(topic: Any, routes: list[Route]) -> Callable[[Message], list[Target
     (inlined into one generated function, `local_broker.rules.selector`); one with several rules or an
     action by `matching_rules`.
 
-    The generated function costs about a third of a millisecond per subscription to build, so the plan is
-    interpreted until it has routed as many messages as it has subscriptions; then the generated one
-    takes its place as `topic.routes` (a topic whose subscriptions keep changing while few messages pass
-    never pays more for building than for routing)."""
+    The generated code costs about a third of a millisecond per subscription to build, so the plan is
+    interpreted until it has routed as many messages as it has subscriptions (a topic whose subscriptions
+    keep changing while few messages pass never pays more for building than for routing); then each
+    message routed builds one more part of SELECTOR_PART subscriptions (no long hold of the engine for a
+    topic with many), and once all are built they take the plan's place as `topic.routes`."""
     decisions: list[Choice | Step] = []
     for route in routes:
         failed = route if route.dead_letters_filter_errors else None
@@ -106,15 +108,30 @@ def selector(topic: Any, routes: list[Route]) -> Callable[[Message], list[Target
             decisions.append(Step(_rules_step(route)))
     interpreted = interpret_selector(decisions)
     remaining = len(decisions)
+    parts = [decisions[start : start + SELECTOR_PART] for start in range(0, len(decisions), SELECTOR_PART)]
+    built: list[Callable[[Message], list[Target]]] = []
 
     def warming(message: Message) -> list[Target]:
         nonlocal remaining
         remaining -= 1
         if remaining <= 0 and topic.routes is warming:
-            topic.routes = compile_selector(decisions)
+            if len(built) < len(parts):
+                built.append(compile_selector(parts[len(built)]))
+            if len(built) == len(parts):
+                topic.routes = built[0] if len(built) == 1 else _joined(built)
         return interpreted(message)
 
     return warming
+
+
+def _joined(parts: list[Callable[[Message], list[Target]]]) -> Callable[[Message], list[Target]]:
+    def select(message: Message) -> list[Target]:
+        chosen: list[Target] = []
+        for part in parts:
+            chosen += part(message)
+        return chosen
+
+    return select
 
 
 def _rules_step(route: Route) -> Callable[[Message, Append], None]:

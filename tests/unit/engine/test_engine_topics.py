@@ -21,6 +21,7 @@ from local_broker.engine import (
     SqlRuleAction,
     SubscriptionProperties,
     TopicProperties,
+    filtering,
 )
 
 from .helpers import ids, msg
@@ -309,9 +310,14 @@ def test_copies_share_one_content_until_one_of_them_changes(ns: Namespace, topic
     assert (plain.dead_letter_source, plain.dead_letter_reason, plain.subject) == (None, None, "original")
 
 
-def test_fan_out_decides_alike_before_and_after_its_selector_is_generated(ns: Namespace, topic: str) -> None:
-    """A topic's plan is interpreted for its first messages, then generated into one function: every kind
-    of subscription gets the same copies from both (filter errors, actions, forwarding, sessions)."""
+@pytest.mark.parametrize("part", [filtering.SELECTOR_PART, 3])
+def test_fan_out_decides_alike_before_and_after_its_selector_is_generated(
+    ns: Namespace, topic: str, part: int, monkeypatch
+) -> None:
+    """A topic's plan is interpreted for its first messages, then generated (in one function, or in parts
+    of `part` subscriptions): every kind of subscription gets the same copies from each (filter errors,
+    actions, forwarding, sessions)."""
+    monkeypatch.setattr(filtering, "SELECTOR_PART", part)
     ns.create_queue(QueueProperties("fwd"))
     subscriptions = [
         ("all", None),
@@ -340,10 +346,11 @@ def test_fan_out_decides_alike_before_and_after_its_selector_is_generated(ns: Na
         return {p: [(m.subject, m.application_properties) for m in ns.receive(p, 10, RAD)] for p in paths}
 
     rounds = []
-    for _ in range(len(subscriptions) + 2):  # the last ones run the generated selector
+    for _ in range(len(subscriptions) + 2):  # the last ones run the generated selector (or its parts)
         ns.send(topic, [msg(subject="l", application_properties={"n": n}) for n in (1, 2, None)])
         rounds.append(copies())
     assert all(r == rounds[0] for r in rounds[1:])
+    assert ns._topics[topic].routes.__name__ == ("select" if part == 3 else "_select")  # built
     first = rounds[0]
     assert len(first[sub_path("all")]) == 3 and first[sub_path("none")] == []
     assert first[sub_path("corr")] == [("l", {"n": 1})] and first[sub_path("sql")] == [("l", {"n": 1})]
