@@ -211,6 +211,23 @@ def rabbitmq_installed() -> bool:
     return RABBITMQ_SERVER.exists() and any(plugins)
 
 
+def print_targets(results: dict[str, dict]) -> None:
+    """The target, per phase: sbfed at least RabbitMQ's rate and at most its broker CPU per message (medians
+    of this run)."""
+    sbfed = next((r for label, r in results.items() if label.startswith("sbfed")), None)
+    rabbit = next((r for label, r in results.items() if label.startswith("RabbitMQ")), None)
+    if sbfed is None or rabbit is None:
+        return
+    verdicts = []
+    for name in PHASES:
+        ours, theirs = sbfed[name], rabbit[name]
+        rate = ours["msgs_per_s"]["median"] / theirs["msgs_per_s"]["median"]
+        cpu = ours["broker_cpu_per_msg"]["median"] / theirs["broker_cpu_per_msg"]["median"]
+        met = "met" if rate >= 1 and cpu <= 1 else "missed"
+        verdicts.append(f"{name} {met} (rate {rate:.2f}x, broker CPU {cpu:.2f}x)")
+    print("target (sbfed >= RabbitMQ's rate, <= its broker CPU per message): " + "; ".join(verdicts))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -241,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                                         for p in PHASES))
     for label, figures in REFERENCE.items():
         print(f"{'reference: ' + label:<44}" + "".join(f"{f:>12}{'':>10}" for f in figures))
+    print_targets(results)
     print(json.dumps({"n": options.n, "reps": options.reps, "results": results}))
     return 0
 

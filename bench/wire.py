@@ -8,8 +8,8 @@ process drives it with the SDK:
 - peek-lock receive + complete: a receiver with prefetch 100 receives and completes every message;
 then both again over AMQPS (TLS, the broker's certificate verified), and the TLS cost per message of each
 side. For each phase it prints messages/s and the CPU seconds per message of the broker process (from
-/proc/PID/stat) and of this client process (os.times), and whether the broker stayed below the client
-(the target: the broker is never the bottleneck).
+/proc/PID/stat) and of this client process (os.times), and whether the broker spent at most half the
+client's CPU per message (the target: a broker serving many clients on 2 cores leaves them the CPU).
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ class Phase:
         self.client = (own_cpu() - self.c0) / self.count
 
     def report(self) -> dict:
-        verdict = "broker < client" if self.broker < self.client else "BROKER >= CLIENT"
+        verdict = ("target met: broker <= half the client" if self.broker <= self.client / 2
+                   else "target missed: broker > half the client")
         print(f"{self.name:<26} {self.count / self.wall:8.0f} msg/s   broker {self.broker * 1e6:7.1f} us/msg"
               f"   client {self.client * 1e6:7.1f} us/msg   {verdict}", flush=True)
         return {"phase": self.name, "msgs_per_s": self.count / self.wall, "broker_cpu_per_msg": self.broker,
