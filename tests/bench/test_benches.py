@@ -58,7 +58,8 @@ def test_rules(mode):
 def test_wire():
     out = bench("wire.py", "--messages", "150")
     phases = [r["phase"] for r in last_json(out)["results"]]
-    assert phases == ["batch send", "peek-lock receive+complete"]
+    assert phases == ["batch send", "peek-lock receive+complete",
+                      "batch send (AMQPS)", "peek-lock receive+complete (AMQPS)"]
 
 
 def test_amqp_compare_against_sbfed():
