@@ -76,7 +76,7 @@ def traced() -> Iterator[Trace]:
     trace = Trace()
     on_received = ReceiveClient._message_received
     process = TriggerRunner._process
-    settle = TriggerRunner._settle
+    settle = TriggerRunner._record
     replicate = Replicator.replicate
 
     def message_received(self: Any, frame: Any, message: Any) -> None:
@@ -92,9 +92,9 @@ def traced() -> Iterator[Trace]:
             trace.dispatched.setdefault(str(message.message_id), now)
         process(self, receiver, messages)
 
-    def settle_batch(self: Any, receiver: Any, messages: Any, *args: Any) -> None:
+    def settle_batch(self: Any, results: Any, outcome: str) -> None:
         started = time.perf_counter()
-        settle(self, receiver, messages, *args)
+        settle(self, results, outcome)  # the settlements run as their results are recorded
         trace.settle_seconds.append(time.perf_counter() - started)
 
     def replicate_batch(self: Any, messages: Any) -> Any:
@@ -106,12 +106,12 @@ def traced() -> Iterator[Trace]:
 
     ReceiveClient._message_received = message_received
     TriggerRunner._process = process_batch
-    TriggerRunner._settle = settle_batch
+    TriggerRunner._record = settle_batch
     Replicator.replicate = replicate_batch
     try:
         yield trace
     finally:
         ReceiveClient._message_received = on_received
         TriggerRunner._process = process
-        TriggerRunner._settle = settle
+        TriggerRunner._record = settle
         Replicator.replicate = replicate

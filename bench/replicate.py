@@ -141,6 +141,7 @@ def produce_and_read(
     settings: dict[str, str], rate: float, seconds: float, prefix: str
 ) -> tuple[list[float], LagTimes]:
     total = int(rate * seconds)
+    times = LagTimes({}, {}, [])
 
     def produce() -> None:
         with (
@@ -149,12 +150,12 @@ def produce_and_read(
         ):
             for i, message in enumerate(messages(total, prefix)):
                 sender.send_messages(message)
+                times.produced.append(time.perf_counter() - began)
                 delay = (i + 1) / rate - (time.perf_counter() - began)
                 if delay > 0:
                     time.sleep(delay)
 
     lags: list[float] = []
-    times = LagTimes({}, {})
     with (
         ServiceBusClient.from_connection_string(settings["SECONDARY"]) as client,
         client.get_queue_receiver(
@@ -192,6 +193,13 @@ def discard_backlog(client: ServiceBusClient) -> None:
 class LagTimes:
     source: dict[str, float]
     target: dict[str, float]
+    produced: list[float]  # seconds from the start when each message was sent
+
+    def producer_line(self, rate: float) -> str:
+        """What the producer reached: on a loaded machine its sends fall behind the rate asked for."""
+        sent = len(self.produced)
+        reached = sent / self.produced[-1] if sent and self.produced[-1] > 0 else 0.0
+        return f"  producer: {sent} sent at {reached:.0f} msg/s (asked {rate:.0f})"
 
 
 def lag_phase(settings: dict[str, str], rate: float, seconds: float, trace: bool) -> tuple[list[float], bool]:
@@ -210,6 +218,7 @@ def lag_phase(settings: dict[str, str], rate: float, seconds: float, trace: bool
         ),
         flush=True,
     )
+    print(times.producer_line(rate), flush=True)
     if steps is not None:
         print("\n".join(steps.report(times.source, times.target)), flush=True)
     return lags, len(lags) == int(rate * seconds)

@@ -8,7 +8,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from replicators.host.batching import next_batch
 from replicators.host.conversion import to_function_message
 from replicators.host.hostjson import ServiceBusHostOptions
 from replicators.host.loader import ServiceBusTrigger
+from replicators.host.settlement import complete_messages
 from replicators.host.stats import TriggerStats
 from replicators.replicate import PoisonMessageError
 
@@ -271,7 +272,7 @@ class TriggerRunner:
                     return
                 continue
             if self.options.auto_complete:
-                self._settle(receiver, messages, receiver.complete_message, "completed")
+                self._record(complete_messages(receiver, messages), "completed")
             return
 
     def _settle_poison(
@@ -282,7 +283,7 @@ class TriggerRunner:
     ) -> None:
         good = [m for m in messages if m.sequence_number not in exc.failures]
         bad = [m for m in messages if m.sequence_number in exc.failures]
-        self._settle(receiver, good, receiver.complete_message, "completed")
+        self._record(complete_messages(receiver, good), "completed")
         for message in bad:
             if exc.is_last_delivery(message.delivery_count):
                 log.error(
@@ -305,22 +306,26 @@ class TriggerRunner:
         settle: Callable[[ServiceBusReceivedMessage], None],
         outcome: str,
     ) -> None:
+        self._record(((message, _settled_by(settle, message)) for message in messages), outcome)
+
+    def _record(
+        self, results: Iterable[tuple[ServiceBusReceivedMessage, Exception | None]], outcome: str
+    ) -> None:
         settled = []
-        for message in messages:
-            try:
-                settle(message)
+        for message, exc in results:
+            if exc is None:
                 settled.append(message.enqueued_time_utc)
-            except (ServiceBusError, ValueError) as exc:
-                # The lock is gone (expired, or the link dropped and the SDK shut the handler down): the
-                # broker redelivers the message, and the target's duplicate detection absorbs the copy.
-                self.stats.settle_failed()
-                log.warning(
-                    "%s: could not settle MessageId %s (%s): %s",
-                    self.trigger.function_name,
-                    message.message_id,
-                    outcome,
-                    exc,
-                )
+                continue
+            # The lock is gone (expired, or the link dropped and the SDK shut the handler down): the
+            # broker redelivers the message, and the target's duplicate detection absorbs the copy.
+            self.stats.settle_failed()
+            log.warning(
+                "%s: could not settle MessageId %s (%s): %s",
+                self.trigger.function_name,
+                message.message_id,
+                outcome,
+                exc,
+            )
         self.stats.settled(settled, outcome=outcome)
 
     def _lock_renew_failed(self, renewable: Any, error: Exception | None) -> None:
@@ -328,6 +333,16 @@ class TriggerRunner:
         # then fails on its missing locked-until); anything else means the lock may expire.
         if error is not None and renewable.locked_until_utc is not None:
             log.warning("%s: lock renewal failed: %s", self.trigger.function_name, error)
+
+
+def _settled_by(
+    settle: Callable[[ServiceBusReceivedMessage], None], message: ServiceBusReceivedMessage
+) -> Exception | None:
+    try:
+        settle(message)
+    except (ServiceBusError, ValueError) as exc:
+        return exc
+    return None
 
 
 def _dead_letter(
