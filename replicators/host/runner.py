@@ -28,6 +28,7 @@ from replicators.host.batching import next_batch
 from replicators.host.conversion import to_function_message
 from replicators.host.hostjson import ServiceBusHostOptions
 from replicators.host.loader import ServiceBusTrigger
+from replicators.host.lock_watch import LockWatch
 from replicators.host.settlement import complete_messages
 from replicators.host.stats import TriggerStats
 from replicators.replicate import PoisonMessageError
@@ -97,6 +98,7 @@ class TriggerRunner:
             on_lock_renew_failure=self._lock_renew_failed,
             max_workers=1,
         )
+        self._lock_watch = LockWatch(trigger.function_name)
 
     def start(self) -> None:
         for index in range(self.options.concurrency):
@@ -115,6 +117,7 @@ class TriggerRunner:
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 thread.join(0.05)
+        self._lock_watch.close()
         self._renewer.close()
 
     # receiving
@@ -189,16 +192,16 @@ class TriggerRunner:
     # invoking and settling
 
     def _process(self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage]) -> None:
-        watchdog = self._renew_locks_if_slow(receiver, messages)
+        watched = self._renew_locks_if_slow(receiver, messages)
         try:
             self._invoke_and_settle(receiver, messages)
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
+            if watched is not None:
+                self._lock_watch.cancel(watched)
 
     def _renew_locks_if_slow(
         self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage]
-    ) -> threading.Timer | None:
+    ) -> int | None:
         """Hand the batch's message locks to the AutoLockRenewer once the first of them is about to expire.
         Most batches settle long before; registering every message up front costs more than they take."""
         expiries = [m.locked_until_utc for m in messages if m.locked_until_utc]
@@ -214,10 +217,7 @@ class TriggerRunner:
             if budget > 0:
                 self._renew_unsettled(receiver, messages, budget)
 
-        timer = threading.Timer(max(0.0, remaining), register)
-        timer.daemon = True
-        timer.start()
-        return timer
+        return self._lock_watch.watch(remaining, register)
 
     def _renew_unsettled(
         self, receiver: ServiceBusReceiver, messages: Sequence[ServiceBusReceivedMessage], budget: float
