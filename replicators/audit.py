@@ -6,10 +6,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import threading
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlparse
@@ -50,6 +52,9 @@ def partition_path(record: Mapping[str, Any]) -> str:
     )
 
 
+_IN_PROGRESS = ".inprogress"
+
+
 class AuditSink(Protocol):
     def write(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Durably append the records; return only once they are stored."""
@@ -65,26 +70,83 @@ def _lines_by_partition(records: Iterable[Mapping[str, Any]]) -> dict[str, bytes
 
 
 class DirectorySink:
-    """Appends to `<root>/<partition>/<writer>-<uuid>.jsonl`, one file per writer and partition, fsynced
-    before `write` returns (the host completes the messages right after)."""
+    """Writes `<root>/<partition>/<writer>-<instance>-<roll>.jsonl`, one file per writer, partition and roll,
+    so a file is complete when it becomes visible (Spark's file source, behind `reconcile --follow`, reads a
+    file once). A roll's records are appended, fsynced before `write` returns (the host completes the messages
+    right after), to `.<final name>.inprogress`, a name readers skip, and renamed to the final name once the
+    roll is `roll_seconds` old (checked on each write and by a timer, for a writer gone idle) and on close. A
+    new sink with the same writer name first publishes what a killed predecessor left in progress."""
 
-    def __init__(self, root: str | Path, writer: str) -> None:
+    def __init__(self, root: str | Path, writer: str, roll_seconds: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.root = Path(root)
-        self.file_name = f"{writer}-{uuid.uuid4().hex}.jsonl"
+        self.writer = writer
+        self.roll_seconds = roll_seconds
+        self._instance = uuid.uuid4().hex[:12]
+        self._clock = clock
         self._lock = threading.Lock()
+        self._roll = 0
+        self._opened_at: float | None = None  # None: no file in progress
+        self._in_progress: list[Path] = []
+        self._timer: threading.Timer | None = None
+        with self._lock:
+            self._publish(self._left_in_progress())
+
+    @property
+    def file_name(self) -> str:
+        """The final name of the current roll's files."""
+        return f"{self.writer}-{self._instance}-{self._roll}.jsonl"
 
     def write(self, records: Iterable[Mapping[str, Any]]) -> None:
         with self._lock:
             for partition, data in _lines_by_partition(records).items():
                 directory = self.root / partition
                 directory.mkdir(parents=True, exist_ok=True)
-                with open(directory / self.file_name, "ab") as handle:
+                path = directory / f".{self.file_name}{_IN_PROGRESS}"
+                if path not in self._in_progress:
+                    self._in_progress.append(path)
+                with open(path, "ab") as handle:
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
+            if self._in_progress and self._opened_at is None:
+                self._opened_at = self._clock()
+                self._timer = threading.Timer(self.roll_seconds, self._roll_when_due, (self._roll,))
+                self._timer.daemon = True
+                self._timer.start()
+            if self._opened_at is not None and self._clock() - self._opened_at >= self.roll_seconds:
+                self._end_roll()
 
     def close(self) -> None:
-        """Nothing stays open between writes."""
+        """Publishes the roll in progress."""
+        with self._lock:
+            self._end_roll()
+
+    def _roll_when_due(self, roll: int) -> None:
+        with self._lock:
+            if self._roll == roll:
+                self._end_roll()
+
+    def _end_roll(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._in_progress:
+            self._publish(self._in_progress)
+            self._roll += 1
+        self._in_progress, self._opened_at = [], None
+
+    def _left_in_progress(self) -> list[Path]:
+        """This writer's in-progress files under the root, of any instance (a predecessor killed mid-roll)."""
+        tail = rf"-[0-9a-f]{{12}}-\d+\.jsonl{re.escape(_IN_PROGRESS)}"
+        pattern = re.compile(rf"\.{re.escape(self.writer)}{tail}")
+        return [Path(folder, name) for folder, _, names in os.walk(self.root)
+                for name in names if pattern.fullmatch(name)]
+
+    @staticmethod
+    def _publish(paths: Iterable[Path]) -> None:
+        for path in paths:
+            os.rename(path, path.with_name(path.name[1:-len(_IN_PROGRESS)]))
 
 
 class BlobSink:

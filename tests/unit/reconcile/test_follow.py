@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from replicators.audit import DirectorySink
 from spark_reconcile import cli, follow, job, tables
 from spark_reconcile.outputs import DETAIL_COLUMNS
 
@@ -124,6 +125,44 @@ def test_b_increments_with_late_files_give_the_answers_of_one_run(spark, tmp_pat
     assert rebuilt["comparisons"][0]["totals"] == final[1]
     assert len(rebuilt["samples"]["missing"]) == final[1]["missing"] > 0
     assert "missing" in (tmp_path / "inc-out" / "report.html").read_text()
+
+
+def test_records_a_directory_sink_wrote_across_rolls_are_followed_exactly_once(spark, tmp_path):
+    """The audit taps' own sink: a roll is read once it is published, the roll in progress not before."""
+    made = traffic.replica_traffic(slices=2)
+    for number in range(2):
+        traffic.write_slice(tmp_path / "files", made, number)
+    run_follow(spark, traffic.log_args(tmp_path / "files"), tmp_path / "one", tmp_path / "one-checkpoint")
+
+    now = [0.0]
+    sinks = {log: DirectorySink(tmp_path / "taps" / log, writer=f"tap-{log}", roll_seconds=10,
+                                clock=lambda: now[0]) for log in ("primary", "secondary")}
+    args = traffic.log_args(tmp_path / "taps")
+    for number in range(2):
+        for log, sink in sinks.items():
+            batch = [r for s, r in made if s == number and r["namespace"] == log]
+            half = len(batch) // 2
+            sink.write(batch[:half])
+            now[0] += 10 if number == 0 else 0  # the first roll is due at its next write, the second is not
+            sink.write(batch[half:])
+        now[0] += 1
+        run_follow(spark, args, tmp_path / "rolled", tmp_path / "rolled-checkpoint")
+        if number == 1:
+            # The second roll was still in progress: only the first was read.
+            assert list((tmp_path / "taps").rglob(".*.inprogress"))
+            read = {i["tag"]: i["records_read"] for i in status(tmp_path / "rolled", "secondary")["inputs"]}
+            assert read == Counter(r["namespace"] for s, r in made if s == 0)
+            for sink in sinks.values():
+                sink.close()
+            run_follow(spark, args, tmp_path / "rolled", tmp_path / "rolled-checkpoint")
+
+    got, want = rows(spark, tmp_path / "rolled" / "verdicts"), rows(spark, tmp_path / "one" / "verdicts")
+    assert max(want.values()) == 1 and {r[0] for r in want} >= {"missing", "late", "duplicate"}
+    assert got == want
+    final = status(tmp_path / "rolled", "secondary")
+    assert final["final"] == status(tmp_path / "one", "secondary")["final"]
+    written = Counter(r["namespace"] for _, r in made)
+    assert {i["tag"]: i["records_read"] for i in final["inputs"]} == written
 
 
 def test_c_a_run_killed_mid_batch_and_restarted_writes_every_verdict_once(spark, tmp_path):

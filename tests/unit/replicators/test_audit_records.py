@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -67,7 +68,13 @@ def test_partition_path_is_hive_style_by_enqueued_hour_and_quotes_the_entity():
     assert partition_path(record) == "namespace=primary/entity=a%2Fb%20c/date=2026-11-22/hour=23"
 
 
-def test_directory_sink_appends_one_file_per_writer_and_partition(tmp_path: Path):
+def visible(root: Path) -> dict[str, list[str]]:
+    """The published files (relative path → message ids): what a reader that skips `.`/`_` names sees."""
+    return {f.relative_to(root).as_posix(): [json.loads(line)["message_id"] for line in f.read_text().split()]
+            for f in sorted(root.rglob("*.jsonl")) if not f.name.startswith((".", "_"))}
+
+
+def test_directory_sink_writes_one_file_per_writer_and_partition_published_on_close(tmp_path: Path):
     sink = DirectorySink(tmp_path, writer="audit-primary")
     tap = AuditTap(sink, clock=lambda: OBSERVED)
     at_12 = source(ServiceBusMessage(b"a", message_id="a"))
@@ -77,16 +84,68 @@ def test_directory_sink_appends_one_file_per_writer_and_partition(tmp_path: Path
     )
     assert tap.record([at_12, at_13]) == 2
     tap.record([source(ServiceBusMessage(b"c", message_id="c"))])
-    files = sorted(tmp_path.rglob("*.jsonl"))
-    assert [f.relative_to(tmp_path).parent.as_posix() for f in files] == [
+    assert visible(tmp_path) == {}
+    assert len([f for f in tmp_path.rglob("*") if f.name.endswith(".jsonl.inprogress")]) == 2
+    sink.close()
+    files = visible(tmp_path)
+    assert [name.rsplit("/", 1)[0] for name in files] == [
         "namespace=primary/entity=events/date=2026-11-22/hour=12",
         "namespace=primary/entity=events/date=2026-11-22/hour=13",
     ]
-    assert all(f.name.startswith("audit-primary-") for f in files)
-    lines = files[0].read_text().splitlines()
-    assert [json.loads(line)["message_id"] for line in lines] == ["a", "c"]
-    second_writer = DirectorySink(tmp_path, writer="audit-primary")
-    assert second_writer.file_name != sink.file_name
+    assert all(name.rsplit("/", 1)[1].startswith("audit-primary-") for name in files)
+    assert list(files.values()) == [["a", "c"], ["b"]]
+    assert [f for f in tmp_path.rglob("*") if f.is_file() and f.name.startswith(".")] == []
+
+
+def test_directory_sink_publishes_a_roll_once_it_is_roll_seconds_old(tmp_path: Path):
+    now = [0.0]
+    sink = DirectorySink(tmp_path, writer="tap", roll_seconds=10, clock=lambda: now[0])
+    tap = AuditTap(sink, clock=lambda: OBSERVED)
+    tap.record([source(ServiceBusMessage(b"a", message_id="a"))])
+    now[0] = 9.9
+    tap.record([source(ServiceBusMessage(b"b", message_id="b"))])
+    assert visible(tmp_path) == {}
+    now[0] = 10.0
+    tap.record([source(ServiceBusMessage(b"c", message_id="c"))])  # the roll is due: published with it
+    first = visible(tmp_path)
+    assert list(first.values()) == [["a", "b", "c"]]
+    tap.record([source(ServiceBusMessage(b"d", message_id="d"))])  # a new roll, a new file
+    assert visible(tmp_path) == first
+    sink.close()
+    files = visible(tmp_path)
+    assert sorted(files.values()) == [["a", "b", "c"], ["d"]]
+    assert len({name.rsplit("/", 1)[1] for name in files}) == 2
+
+
+def test_directory_sink_publishes_a_roll_of_an_idle_writer_without_another_write(tmp_path: Path):
+    sink = DirectorySink(tmp_path, writer="tap", roll_seconds=0.05)
+    AuditTap(sink, clock=lambda: OBSERVED).record([source(ServiceBusMessage(b"a", message_id="a"))])
+    deadline = time.monotonic() + 10
+    while not visible(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert list(visible(tmp_path).values()) == [["a"]]
+    sink.close()
+    assert list(visible(tmp_path).values()) == [["a"]]
+
+
+def test_a_sink_reopened_after_a_kill_publishes_what_its_predecessor_left_exactly_once(tmp_path: Path):
+    killed = DirectorySink(tmp_path, writer="tap", roll_seconds=3600)
+    AuditTap(killed, clock=lambda: OBSERVED).record(
+        [source(ServiceBusMessage(b"a", message_id="a")), source(ServiceBusMessage(b"b", message_id="b"))])
+    other = DirectorySink(tmp_path, writer="tap-2", roll_seconds=3600)
+    AuditTap(other, clock=lambda: OBSERVED).record([source(ServiceBusMessage(b"x", message_id="x"))])
+    assert visible(tmp_path) == {}
+    # `killed` is never closed (its process died); a new sink with the same writer name publishes its files.
+    reopened = DirectorySink(tmp_path, writer="tap")
+    assert list(visible(tmp_path).values()) == [["a", "b"]]  # not tap-2's: that writer may still be alive
+    AuditTap(reopened, clock=lambda: OBSERVED).record([source(ServiceBusMessage(b"c", message_id="c"))])
+    reopened.close()
+    files = visible(tmp_path)
+    assert sorted(files.values()) == [["a", "b"], ["c"]]
+    DirectorySink(tmp_path, writer="tap")  # nothing left in progress: nothing published twice
+    assert visible(tmp_path) == files
+    other.close()  # the killed sink's timer, an hour away, dies with the test process
+    assert sorted(visible(tmp_path).values()) == [["a", "b"], ["c"], ["x"]]
 
 
 class RecordingTransport(HttpTransport):
