@@ -4,6 +4,7 @@ partitioned by namespace/entity/date/hour of the message's EnqueuedTimeUtc. `spa
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import re
@@ -53,6 +54,9 @@ def partition_path(record: Mapping[str, Any]) -> str:
 
 
 _IN_PROGRESS = ".inprogress"
+_OWNER_LOCK = ".lock"
+# `.<writer>-<instance>-<roll>.jsonl.inprogress`: the owner is the sink instance that writes it.
+_IN_PROGRESS_NAME = re.compile(rf"\.(?P<owner>.+-[0-9a-f]{{12}})-\d+\.jsonl{re.escape(_IN_PROGRESS)}")
 
 
 class AuditSink(Protocol):
@@ -74,8 +78,12 @@ class DirectorySink:
     so a file is complete when it becomes visible (Spark's file source, behind `reconcile --follow`, reads a
     file once). A roll's records are appended, fsynced before `write` returns (the host completes the messages
     right after), to `.<final name>.inprogress`, a name readers skip, and renamed to the final name once the
-    roll is `roll_seconds` old (checked on each write and by a timer, for a writer gone idle) and on close. A
-    new sink with the same writer name first publishes what a killed predecessor left in progress."""
+    roll is `roll_seconds` old (checked on each write and by a timer, for a writer gone idle) and on close.
+
+    Each sink holds an flock on `<root>/.<writer>-<instance>.lock` while it lives (the OS drops it with a
+    killed process); a new sink on the same root, whatever its writer name (a restarted host's has a new pid),
+    first publishes the in-progress files of every sink whose lock is free: nothing a killed writer stored
+    stays hidden, and nothing a live one is writing is published early."""
 
     def __init__(self, root: str | Path, writer: str, roll_seconds: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -89,8 +97,11 @@ class DirectorySink:
         self._opened_at: float | None = None  # None: no file in progress
         self._in_progress: list[Path] = []
         self._timer: threading.Timer | None = None
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._owner = f"{writer}-{self._instance}"
+        self._owner_lock: int | None = _claim(self._owner_lock_path(self._owner))
         with self._lock:
-            self._publish(self._left_in_progress())
+            self._publish_orphans()
 
     @property
     def file_name(self) -> str:
@@ -118,9 +129,12 @@ class DirectorySink:
                 self._end_roll()
 
     def close(self) -> None:
-        """Publishes the roll in progress."""
+        """Publishes the roll in progress and lets go of the owner lock."""
         with self._lock:
             self._end_roll()
+            if self._owner_lock is not None:
+                _release(self._owner_lock_path(self._owner), self._owner_lock)
+                self._owner_lock = None
 
     def _roll_when_due(self, roll: int) -> None:
         with self._lock:
@@ -136,17 +150,46 @@ class DirectorySink:
             self._roll += 1
         self._in_progress, self._opened_at = [], None
 
-    def _left_in_progress(self) -> list[Path]:
-        """This writer's in-progress files under the root, of any instance (a predecessor killed mid-roll)."""
-        tail = rf"-[0-9a-f]{{12}}-\d+\.jsonl{re.escape(_IN_PROGRESS)}"
-        pattern = re.compile(rf"\.{re.escape(self.writer)}{tail}")
-        return [Path(folder, name) for folder, _, names in os.walk(self.root)
-                for name in names if pattern.fullmatch(name)]
+    def _owner_lock_path(self, owner: str) -> Path:
+        return self.root / f".{owner}{_OWNER_LOCK}"
+
+    def _publish_orphans(self) -> None:
+        """Publish the in-progress files of every sink under the root that is gone (its lock is free)."""
+        by_owner: dict[str, list[Path]] = defaultdict(list)
+        for folder, _, names in os.walk(self.root):
+            for name in names:
+                match = _IN_PROGRESS_NAME.fullmatch(name)
+                if match and match["owner"] != self._owner:
+                    by_owner[match["owner"]].append(Path(folder, name))
+        for owner, paths in by_owner.items():
+            held = _claim(self._owner_lock_path(owner))
+            if held is not None:  # its sink is gone: no one else writes these files
+                self._publish(paths)
+                _release(self._owner_lock_path(owner), held)
 
     @staticmethod
     def _publish(paths: Iterable[Path]) -> None:
         for path in paths:
-            os.rename(path, path.with_name(path.name[1:-len(_IN_PROGRESS)]))
+            try:
+                os.rename(path, path.with_name(path.name[1:-len(_IN_PROGRESS)]))
+            except FileNotFoundError:  # another new sink published this orphan first
+                pass
+
+
+def _claim(path: Path) -> int | None:
+    """An exclusive flock on `path` (created if missing), or None if another open sink holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _release(path: Path, fd: int) -> None:
+    path.unlink(missing_ok=True)
+    os.close(fd)
 
 
 class BlobSink:

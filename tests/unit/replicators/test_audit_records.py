@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import unquote
@@ -128,24 +131,36 @@ def test_directory_sink_publishes_a_roll_of_an_idle_writer_without_another_write
     assert list(visible(tmp_path).values()) == [["a"]]
 
 
-def test_a_sink_reopened_after_a_kill_publishes_what_its_predecessor_left_exactly_once(tmp_path: Path):
-    killed = DirectorySink(tmp_path, writer="tap", roll_seconds=3600)
-    AuditTap(killed, clock=lambda: OBSERVED).record(
-        [source(ServiceBusMessage(b"a", message_id="a")), source(ServiceBusMessage(b"b", message_id="b"))])
-    other = DirectorySink(tmp_path, writer="tap-2", roll_seconds=3600)
-    AuditTap(other, clock=lambda: OBSERVED).record([source(ServiceBusMessage(b"x", message_id="x"))])
+KILLED_WRITER = """
+import json, os, signal, sys
+from replicators.audit import DirectorySink
+sink = DirectorySink(sys.argv[1], writer=f"tap-{os.getpid()}", roll_seconds=3600)
+sink.write(json.loads(sys.argv[2]))
+os.kill(os.getpid(), signal.SIGKILL)  # mid-roll: nothing published, no clean shutdown
+"""
+
+
+def test_a_new_sink_publishes_what_a_killed_writer_left_exactly_once_and_a_live_ones_not(tmp_path: Path):
+    records = [audit_record(source(ServiceBusMessage(b"a", message_id=i)), observed_time_utc=OBSERVED)
+               for i in ("a", "b")]
+    live = DirectorySink(tmp_path, writer="tap-2", roll_seconds=3600)
+    AuditTap(live, clock=lambda: OBSERVED).record([source(ServiceBusMessage(b"x", message_id="x"))])
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(tmp_path), json.dumps(records)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert visible(tmp_path) == {}
-    # `killed` is never closed (its process died); a new sink with the same writer name publishes its files.
-    reopened = DirectorySink(tmp_path, writer="tap")
-    assert list(visible(tmp_path).values()) == [["a", "b"]]  # not tap-2's: that writer may still be alive
-    AuditTap(reopened, clock=lambda: OBSERVED).record([source(ServiceBusMessage(b"c", message_id="c"))])
-    reopened.close()
+    # a restarted host's sink has another writer name (a new pid): it publishes the killed process's files
+    restarted = DirectorySink(tmp_path, writer="tap-3")
+    assert list(visible(tmp_path).values()) == [["a", "b"]]  # not tap-2's: that sink is alive
+    AuditTap(restarted, clock=lambda: OBSERVED).record([source(ServiceBusMessage(b"c", message_id="c"))])
+    restarted.close()
     files = visible(tmp_path)
     assert sorted(files.values()) == [["a", "b"], ["c"]]
-    DirectorySink(tmp_path, writer="tap")  # nothing left in progress: nothing published twice
+    DirectorySink(tmp_path, writer="tap-4").close()  # nothing left in progress: nothing published twice
     assert visible(tmp_path) == files
-    other.close()  # the killed sink's timer, an hour away, dies with the test process
+    live.close()
     assert sorted(visible(tmp_path).values()) == [["a", "b"], ["c"], ["x"]]
+    assert not list(tmp_path.glob(".*.lock"))  # closed sinks and claimed orphans leave no lock behind
 
 
 class RecordingTransport(HttpTransport):
