@@ -6,7 +6,9 @@ pattern, runs a producer and a consumer, and takes the primary down through the 
 reconciliation then reads the audit logs the drill left and writes its JSON summary and HTML report:
 mirror mode for all-active, replica and exactly-once modes for active-passive, exactly-once for spillover.
 `--patterns` also takes the recipes (latency, routing, consolidation, editing): replica mode from the
-origin for latency, exactly-once for the others.
+origin for latency, exactly-once for the others. While one drill runs (active-passive, else the first),
+`sbfed reconcile --follow` watches its audit logs in a process of its own (sbfed/demo_follow.py); its
+final counts are set beside that drill's batch reconciliation.
 
 Exit status: 0 nothing was lost and every check passed, 1 otherwise.
 """
@@ -32,6 +34,7 @@ from patterns.drills.broker import BrokerProcess
 from patterns.drills.catalog import SCENARIOS
 from patterns.drills.metrics import format_summary
 from patterns.drills.run import DrillResult, DrillSettings, run_drill
+from sbfed.demo_follow import FollowRun
 from topology.durations import parse_duration
 
 PATTERNS = ("all-active", "active-passive", "spillover")  # the default run; --patterns also takes the recipes
@@ -75,12 +78,33 @@ def reconcile_modes(settings: DrillSettings) -> dict[str, list[str]]:
     return {"exactly-once": exactly_once}
 
 
-def reconcile_commands(settings: DrillSettings) -> dict[str, list[str]]:
-    """Each fitting mode's `sbfed reconcile` arguments over the drill's audit logs (reconcile_out(mode))."""
-    audit = settings.out / "audit"
-    logs = [f"--log={ns}={audit / f'namespace={ns}'}" for ns in settings.namespaces]
-    return {mode: [*logs, *arguments, "--grace", GRACE, "--out", str(reconcile_out(settings, mode))]
+def audit_logs(settings: DrillSettings) -> dict[str, Path]:
+    """Each namespace's audit log folder in the drill's output."""
+    return {ns: settings.out / "audit" / f"namespace={ns}" for ns in settings.namespaces}
+
+
+def reconcile_arguments(settings: DrillSettings) -> dict[str, list[str]]:
+    """Each fitting mode's `sbfed reconcile` arguments over the drill's audit logs, but --out."""
+    logs = [f"--log={ns}={path}" for ns, path in audit_logs(settings).items()]
+    return {mode: [*logs, *arguments, "--grace", GRACE]
             for mode, arguments in reconcile_modes(settings).items()}
+
+
+def reconcile_commands(settings: DrillSettings) -> dict[str, list[str]]:
+    """Each fitting mode's `sbfed reconcile` arguments, written to reconcile_out(mode)."""
+    return {mode: [*arguments, "--out", str(reconcile_out(settings, mode))]
+            for mode, arguments in reconcile_arguments(settings).items()}
+
+
+def follow_run(settings: DrillSettings) -> tuple[str, FollowRun]:
+    """The follow query for a drill: its first mode's arguments, under <drill>/follow-<mode>/."""
+    mode, arguments = next(iter(reconcile_arguments(settings).items()))
+    return mode, FollowRun(settings.out / f"follow-{mode}", arguments, list(audit_logs(settings).values()))
+
+
+def follow_pattern(patterns: list[str]) -> str:
+    """The drill the follow query watches: the replication drill with an outage, else the first."""
+    return "active-passive" if "active-passive" in patterns else patterns[0]
 
 
 def reconcile_out(settings: DrillSettings, mode: str) -> Path:
@@ -188,7 +212,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds the primary is down (default %(default)s)")
     p.add_argument("--patterns", default=",".join(PATTERNS),
                    help=f"comma-separated drills to run (default %(default)s; any of {', '.join(SCENARIOS)})")
-    p.add_argument("--no-reconcile", action="store_true", help="drills only (no Spark)")
+    p.add_argument("--no-reconcile", action="store_true", help="drills only (no Spark, no follow query)")
+    p.add_argument("--no-follow", action="store_true",
+                   help="no `sbfed reconcile --follow` beside the active-passive (else the first) drill")
     p.add_argument("--no-wait", action="store_true",
                    help="stop the last drill's broker at the end instead of waiting for Enter")
     return p
@@ -212,19 +238,27 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
                         format="%(asctime)s %(levelname)s %(threadName)s %(name)s %(message)s")
     began = time.monotonic()
     drills: list[DrillResult] = []
+    followed = None if args.no_reconcile or args.no_follow else follow_pattern(patterns)
+    follow: tuple[str, FollowRun] | None = None
     for pattern in patterns:
         print(f"\n== drill: {pattern} ({args.messages} messages, {args.outage:.0f} s outage)", flush=True)
         settings = DrillSettings(pattern=pattern, out=args.out / pattern, messages=args.messages,
                                  outage=args.outage)
         if pattern == patterns[-1]:
             settings = kept_broker(settings, args.out / "console-broker", stack)
+        if pattern == followed:
+            follow = follow_run(settings)
+            stack.callback(follow[1].stop)  # stops it if the drill fails; a no-op once stopped
         try:
-            drills.append(run_drill(settings))
+            drills.append(run_drill(settings, cleared=follow[1].start if pattern == followed else None))
         except (AzureError, OSError, RuntimeError, ValueError) as error:
             print(f"sbfed demo: the {pattern} drill could not run: {error}", file=sys.stderr)
             return 1
+        if pattern == followed:
+            follow[1].drill_ended()
         print(format_summary(drills[-1].summary), flush=True)
     reconciliations: list[Reconciliation] = []
+    follow_failed = False
     if not args.no_reconcile:
         log = args.out / "reconcile.log"
         log.unlink(missing_ok=True)
@@ -236,6 +270,10 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
                 print(f"  {r.mode}: {r.verdict.upper()}, missing {r.lost}, duplicate copies {r.duplicates}, "
                       f"orphans {r.orphans}, originals at the target {r.originals}", flush=True)
                 reconciliations.append(r)
+                if follow and r.mode == follow[0] and settings.pattern == followed:
+                    line, agrees = follow[1].compare(r.lost)
+                    print(f"  {line}", flush=True)
+                    follow_failed = not agrees
     elapsed = dt.timedelta(seconds=round(time.monotonic() - began))
     print(f"\n== sbfed demo: {elapsed} on {os.cpu_count()} cores\n{table(drills, reconciliations)}")
     print("\nreports:")
@@ -245,9 +283,13 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             if r.pattern == result.summary["pattern"]:
                 where = f"{r.report} (summary.json beside it)" if r.report else f"did not run, see {r.log}"
                 print(f"    reconcile {r.mode}: {where}")
+        if follow and result.summary["pattern"] == followed:
+            print(f"    reconcile --follow {follow[0]}: {follow[1].out} (status/, verdicts/; "
+                  f"`sbfed reconcile report --out` builds its report), output {follow[1].log}")
     show_console(args.out / "console-broker" / "broker-ready.json", wait=not args.no_wait)
     failed = [r.summary["pattern"] for r in drills if not r.summary["passed"]]
     failed += [f"{r.pattern} ({r.mode})" for r in reconciliations if not r.passed]
+    failed += [f"{followed} (follow)"] if follow_failed else []
     if failed:
         print(f"\nFAILED: {', '.join(failed)}")
     return 1 if failed else 0

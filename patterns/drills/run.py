@@ -167,11 +167,15 @@ def clear_previous(out: Path) -> None:
         (out / name).unlink(missing_ok=True)
 
 
-def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = None) -> DrillResult:
-    """Run one drill; every process and client it started is stopped however it ends."""
+def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = None,
+              cleared: Callable[[], None] | None = None) -> DrillResult:
+    """Run one drill; every process and client it started is stopped however it ends. `cleared` is called
+    once an earlier drill's output is gone, before anything starts (sbfed demo starts its follow query)."""
     report = progress or _print
     out = settings.out
     clear_previous(out)
+    if cleared:
+        cleared()
     (out / "logs").mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         if settings.broker_file:
