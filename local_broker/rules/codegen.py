@@ -61,6 +61,14 @@ class Node:
         else:
             block.line(f"{target} = {self.source}")
 
+    def result(self, block: Block, program: RuleProgram) -> str:
+        """An expression for this node's result: its source inline, or a fresh local its statements set."""
+        if self.emit is None:
+            return f"({self.source})"
+        local = program.name("_r")
+        self.emit(block, local)
+        return local
+
 
 class Block:
     """Indented lines of a function body."""
@@ -143,12 +151,7 @@ class RuleProgram:
         body = Block()
         with body.indented():
             suffix = " is True" if truth else ""
-            if node.emit is None:
-                body.line(f"return ({node.source}){suffix}")
-            else:
-                result = self.name("_r")
-                node.emit(body, result)
-                body.line(f"return {result}{suffix}")
+            body.line(f"return {node.result(body, self)}{suffix}")
         code = "\n".join(body.lines)
         for expression, (_, read) in self.memo_reads.items():  # one rule alone reads its properties plainly
             code = code.replace(expression, read)

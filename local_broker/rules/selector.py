@@ -69,12 +69,8 @@ def compile_selector(decisions: Sequence[Choice | Step]) -> Callable[[RuleTarget
         with body.indented():
             if not isinstance(test, SqlFilter):
                 body.line(f"if {program.bind(test)}(message):")
-            elif node.emit is None:
-                body.line(f"if ({node.source}) is True:")
             else:
-                outcome = program.name("_r")
-                node.emit(body, outcome)
-                body.line(f"if {outcome} is True:")
+                body.line(f"if {node.result(body, program)} is True:")
             with body.indented():
                 body.line(f"_append({matched})")
         failed = None if decision.failed is None else program.bind(decision.failed)
