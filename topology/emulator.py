@@ -10,11 +10,11 @@ from topology.model import NamespaceSpec, QueueSpec, RuleSpec, SubscriptionSpec,
 from topology.problems import (
     Problems,
     check_entity_name,
+    check_segment_name,
     checked_properties,
-    entity_name_problem,
     unknown_key,
 )
-from topology.schema import CORRELATION_FIELDS, MAX_SEGMENT_NAME, NAME_RULE, PROPERTIES, RULE_NAME
+from topology.schema import CORRELATION_FIELDS, NAME_RULE, PROPERTIES
 
 DEFAULT_NAMESPACE = "sbemulatorns"
 FILTER_TYPES = ("Correlation", "Sql")
@@ -117,9 +117,7 @@ def _subscription(raw: Any, topic_where: str, index: int, problems: Problems) ->
     if name is None:
         return None
     where = f"{topic_where}/{name}"
-    if len(name) > MAX_SEGMENT_NAME or entity_name_problem(name) or "/" in name:
-        problems.add(where, "Name", f"'{name}' is not a subscription name, allowed {NAME_RULE} "
-                     f"(at most {MAX_SEGMENT_NAME})")
+    check_segment_name("subscription", name, where, "Name", problems)
     props = _properties("subscription", body.get("Properties"), where, problems)
     rules = _list(body.get("Rules"), where, "Rules", problems)
     read = [_rule(raw_rule, where, i, problems) for i, raw_rule in enumerate(rules)]
@@ -131,9 +129,7 @@ def _rule(raw: Any, sub_where: str, index: int, problems: Problems) -> RuleSpec 
     if name is None:
         return None
     where = f"{sub_where}/{name}"
-    if len(name) > MAX_SEGMENT_NAME or not RULE_NAME.match(name):
-        problems.add(where, "Name", f"'{name}' is not a rule name, allowed {NAME_RULE} (at most "
-                     f"{MAX_SEGMENT_NAME})")
+    check_segment_name("rule", name, where, "Name", problems)
     props = _keys(body.get("Properties"), where, "Properties",
                   ("FilterType", "SqlFilter", "CorrelationFilter", "Action"), problems)
     kind = props.get("FilterType", "Sql")

@@ -17,18 +17,15 @@ from topology.model import (
 from topology.problems import (
     Problems,
     check_entity_name,
+    check_segment_name,
     checked_properties,
-    entity_name_problem,
     unknown_key,
 )
 from topology.schema import (
     CORRELATION_FIELDS,
     LOCAL,
-    MAX_SEGMENT_NAME,
-    NAME_RULE,
     PROPERTIES,
     RIGHTS,
-    RULE_NAME,
 )
 
 TOP_LEVEL = ("namespaces", "connections", "tasks", "audit")
@@ -98,9 +95,7 @@ def _properties(kind: str, raw: Any, where: str, problems: Problems) -> dict[str
 
 
 def _subscription(name: str, raw: Any, where: str, problems: Problems) -> SubscriptionSpec:
-    if len(name) > MAX_SEGMENT_NAME or entity_name_problem(name) or "/" in name:
-        problems.add(where, "name", f"'{name}' is not a subscription name, allowed {NAME_RULE} "
-                     f"(at most {MAX_SEGMENT_NAME})")
+    check_segment_name("subscription", name, where, "name", problems)
     props = dict(_mapping(raw, where, "", problems))
     rules = _mapping(props.pop("rules", None), where, "rules", problems)
     return SubscriptionSpec(name, _properties("subscription", props, where, problems), [
@@ -109,9 +104,7 @@ def _subscription(name: str, raw: Any, where: str, problems: Problems) -> Subscr
 
 
 def _rule(name: str, raw: Any, where: str, problems: Problems) -> RuleSpec:
-    if len(name) > MAX_SEGMENT_NAME or not RULE_NAME.match(name):
-        problems.add(where, "name", f"'{name}' is not a rule name, allowed {NAME_RULE} (at most "
-                     f"{MAX_SEGMENT_NAME})")
+    check_segment_name("rule", name, where, "name", problems)
     body = _mapping(raw, where, "", problems)
     for key in body:
         if key not in ("filter", "action"):

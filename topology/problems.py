@@ -9,7 +9,7 @@ from typing import Any
 
 from topology.durations import TIMESPAN_MAX, format_duration, parse_duration
 from topology.model import TopologyError
-from topology.schema import ENTITY_NAME, MAX_ENTITY_NAME, NAME_RULE, Property
+from topology.schema import ENTITY_NAME, MAX_ENTITY_NAME, MAX_SEGMENT_NAME, NAME_RULE, RULE_NAME, Property
 
 
 class Problems:
@@ -99,6 +99,16 @@ def check_entity_name(name: Any, where: str, label: str, problems: Problems) -> 
     problem = entity_name_problem(name)
     if problem:
         problems.add(where, label, problem)
+
+
+def check_segment_name(kind: str, name: str, where: str, label: str, problems: Problems) -> None:
+    """Report an invalid subscription or rule name (one segment of at most MAX_SEGMENT_NAME; a rule's may
+    start with '$', as $Default does) under `label`, the file format's own spelling of the key."""
+    valid = (RULE_NAME.match(name) is not None if kind == "rule"
+             else entity_name_problem(name) is None and "/" not in name)
+    if len(name) > MAX_SEGMENT_NAME or not valid:
+        problems.add(where, label, f"'{name}' is not a {kind} name, allowed {NAME_RULE} "
+                     f"(at most {MAX_SEGMENT_NAME})")
 
 
 def entity_name_problem(name: Any) -> str | None:
