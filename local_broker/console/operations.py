@@ -12,12 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from local_broker.engine import BrokerError, Message, NotAllowedError, OperationTimeoutError, ReceiveMode
+from local_broker.engine.entities import SUFFIXES, SubQueueKind
 from local_broker.engine.message import DEAD_LETTER_ERROR_DESCRIPTION, DEAD_LETTER_REASON
 from local_broker.wire.amqp import codec
 from local_broker.wire.amqp.values import encode_value
 
-DEAD_LETTER = "/$DeadLetterQueue"
-TRANSFER_DEAD_LETTER = "/$Transfer/$DeadLetterQueue"
 PURGE_BATCH = 500
 
 
@@ -179,11 +178,10 @@ def _receive_and_delete(ns: Any, path: str, session: Any) -> int:
 
 def resubmit_target(ns: Any, dead_letter_path: str) -> str:
     """Where a dead letter goes back to: its queue, or the topic of its subscription."""
-    entity = dead_letter_path.removesuffix(DEAD_LETTER).removesuffix(TRANSFER_DEAD_LETTER.removesuffix(
-        DEAD_LETTER))
-    if entity == dead_letter_path:
-        raise NotAllowedError(f"'{dead_letter_path}' is not a dead-letter queue.")
-    return entity.split("/subscriptions/")[0]
+    for kind in (SubQueueKind.TRANSFER_DEAD_LETTER, SubQueueKind.DEAD_LETTER):
+        if dead_letter_path.endswith(SUFFIXES[kind]):
+            return dead_letter_path.removesuffix(SUFFIXES[kind]).split("/subscriptions/")[0]
+    raise NotAllowedError(f"'{dead_letter_path}' is not a dead-letter queue.")
 
 
 def resubmit(ns: Any, dead_letter_path: str, sequence_numbers: set[int] | None) -> int:

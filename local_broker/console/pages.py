@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from local_broker.console.operations import EntityRow, PeekedMessage
 from local_broker.engine import EntityStatus
+from local_broker.engine.entities import SUFFIXES, SubQueueKind
 from local_broker.engine.message import DEAD_LETTER_ERROR_DESCRIPTION, DEAD_LETTER_REASON
 
 PREFIX = "/$console"
@@ -185,8 +186,9 @@ def _sparkline(row: EntityRow, at: float) -> str:
             '<span class="rate" title="enqueued / completed / dead-lettered per second">&ndash;</span>')
 
 
-SUB_QUEUES = {"main": ("", "messages"), "dlq": ("/$DeadLetterQueue", "dead-letter queue"),
-              "tdlq": ("/$Transfer/$DeadLetterQueue", "transfer dead-letter queue")}
+SUB_QUEUES = {"main": (SUFFIXES[SubQueueKind.MAIN], "messages"),
+              "dlq": (SUFFIXES[SubQueueKind.DEAD_LETTER], "dead-letter queue"),
+              "tdlq": (SUFFIXES[SubQueueKind.TRANSFER_DEAD_LETTER], "transfer dead-letter queue")}
 
 
 def entity_page(row: EntityRow, at: float, sub_queue: str, messages: list[PeekedMessage],
