@@ -53,6 +53,8 @@ def test_rules(mode):
     out = bench("rules.py", "--subscriptions", "10", "--messages", "200", "--rounds", "2", *mode)
     assert "compiled 10 filters" in out
     assert re.search(r"200 messages, [\d.]+ matched subscriptions per message", out), out
+    if mode:
+        assert re.search(r"[\d.]+ us CPU per copy receiving it", out), out
 
 
 def test_wire():
