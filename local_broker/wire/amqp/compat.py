@@ -30,16 +30,6 @@ def delivery_tag(delivery: Any) -> bytes:
     return bytes(_FFI.unpack(tag.start, tag.size))
 
 
-def event_delivery(event: Any) -> Any:
-    """The C delivery of a proton event (no Python wrapper)."""
-    return _LIB.pn_event_delivery(event._impl)
-
-
-def event_link(event: Any) -> Any:
-    """The C link of a proton event (no Python wrapper)."""
-    return _LIB.pn_event_link(event._impl)
-
-
 def link_state(link: Any) -> Any:
     """What the broker keeps on a C link as `sb` (proton's Python wrappers keep their attributes in the C
     object's record), or None."""

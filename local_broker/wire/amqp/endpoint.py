@@ -35,7 +35,7 @@ from local_broker.faults import NamespaceFaults
 from local_broker.wire.amqp import compat, management, messages
 from local_broker.wire.amqp.codec import MessageDecodeError
 from local_broker.wire.amqp.logs import log_event
-from local_broker.wire.amqp.reactor import EngineThread
+from local_broker.wire.amqp.reactor import BrokerDelivery, EngineThread
 
 _LIB = compat.LIB
 
@@ -136,9 +136,12 @@ class NamespaceEndpoint(Handler):
         self.ready_paths: set[str] = set()
         self.connections: set[Connection] = set()
         self.replies: list[tuple[Callable[[], None], Callable[[BrokerError], None] | None]] = []
+        self.echoes: list[Any] = []  # C deliveries whose settlement is echoed after the commit (referenced)
         self.failure: BrokerError | None = None  # why the last commit failed
+        self.turn = engine_thread.turn
         namespace.on_available(self._on_available)
         engine_thread.participants.append(self)
+        engine_thread.hand_out(type(self))
 
     # --- turn participation (reactor.py) -----------------------------------------------------------
     def before_commit(self) -> None:
@@ -162,6 +165,7 @@ class NamespaceEndpoint(Handler):
         operation of the turn is answered with the error instead (`failure`, for `EngineThread.call`).
         """
         replies, self.replies = self.replies, []
+        echoes, self.echoes = self.echoes, []
         new_data, self.new_data = self.new_data, False
         self.failure = None
         try:
@@ -172,13 +176,19 @@ class NamespaceEndpoint(Handler):
             self.failure = exc if isinstance(exc, BrokerError) else StoreWriteError(
                 f"The namespace's store could not be synced to disk: {exc}. Retry.")
             log_event(log, logging.ERROR, "commit-failed", namespace=self.name,
-                      error=self.failure.description, operations=len(replies))
+                      error=self.failure.description, operations=len(replies) + len(echoes))
             self.ready_paths.update(self.receivers)  # messages handed out this turn are available again
+            self.turn.rearm = True  # the engine is back at its last commit, its deadlines with it
         for action, refuse in replies:
             if self.failure is None or refuse is None:
                 self._after_commit(action)
             else:
                 refuse(self.failure)
+        if echoes:
+            if self.failure is None:
+                self._after_commit(lambda: _echo(echoes))
+            else:
+                _refuse(echoes, self.failure)
 
     def next_deadline(self) -> float | None:
         return self.ns.next_deadline()
@@ -456,6 +466,8 @@ class NamespaceEndpoint(Handler):
                 self._detach(link, exc)
                 return
             peek_lock = state.mode is ReceiveMode.PEEK_LOCK
+            if batch:
+                self.turn.rearm = True  # new locks (or an entity's idle time) to watch
             for msg in batch:
                 payload = messages.encode_message(msg, with_lock=peek_lock and state.session is None)
                 if peek_lock:
@@ -472,15 +484,18 @@ class NamespaceEndpoint(Handler):
         link.close()
 
     # --- deliveries -------------------------------------------------------------------------------------
-    def on_delivery(self, event) -> None:
-        """A transfer from the client, or its disposition of one the broker sent. The hot paths (a send,
-        a settlement) run on proton's C objects: no Python wrapper for the delivery or the link."""
-        delivery = compat.event_delivery(event)
-        link = compat.event_link(event)
+    def on_delivery(self, event: Any) -> None:
+        """A transfer from the client, or its disposition of one the broker sent; `event` is proton's C
+        event (reactor.dispatch_event). The hot paths (a send, a settlement) run on proton's C objects: no
+        Python wrapper for the event, the delivery or the link. A complete (the commonest settlement)
+        only removes deadlines; everything else may bring one nearer (`Turn.rearm`)."""
+        delivery = _LIB.pn_event_delivery(event)
+        link = _LIB.pn_event_link(event)
         state: LinkState | None = compat.link_state(link)
         if _LIB.pn_link_is_sender(link):
             self._on_disposition(delivery, state)
             return
+        self.turn.rearm = True
         if _LIB.pn_delivery_partial(delivery) or not _LIB.pn_delivery_readable(delivery):
             return
         payload = compat.receive(link, delivery)
@@ -496,7 +511,7 @@ class NamespaceEndpoint(Handler):
         elif state.node is Node.SENDER:
             self._on_send(delivery, state, payload, message_format)
         else:
-            self._on_request(event.delivery, event.link, state, payload)
+            self._on_request(BrokerDelivery(delivery), Link.wrap(link), state, payload)
 
     def _on_send(self, delivery: Any, state: LinkState, payload: bytes, message_format: int) -> None:
         try:
@@ -596,6 +611,8 @@ class NamespaceEndpoint(Handler):
             return
         token = messages.lock_token_of(compat.delivery_tag(delivery))
         session_id = None if state.session is None else state.session.session_id
+        if outcome != Delivery.ACCEPTED:  # the message may come back (a new deadline): see `on_delivery`
+            self.turn.rearm = True
         try:
             if outcome == Delivery.ACCEPTED:
                 self.ns.complete(state.path, [token], session_id=session_id)
@@ -629,8 +646,20 @@ class NamespaceEndpoint(Handler):
         if settled:
             _LIB.pn_delivery_settle(delivery)
         else:
-            held = compat.HeldDelivery(delivery)
-            self.respond(lambda: compat.echo_outcome(held.impl), _rejection(held))
+            _LIB.pn_incref(delivery)  # the connection may be freed before the commit
+            self.echoes.append(delivery)
+
+
+def _echo(deliveries: list[Any]) -> None:
+    for delivery in deliveries:
+        compat.echo_outcome(delivery)
+        _LIB.pn_decref(delivery)
+
+
+def _refuse(deliveries: list[Any], exc: BrokerError) -> None:
+    for delivery in deliveries:
+        compat.reject(delivery, exc.amqp_condition, exc.description)
+        _LIB.pn_decref(delivery)
 
 
 def _rejection(held: compat.HeldDelivery) -> Callable[[BrokerError], None]:

@@ -27,16 +27,19 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import cproton_ffi
-from proton import Connection, Event, ProtonException, Transport
+from proton import Connection, Event, Transport
 
 log = logging.getLogger("local_broker.amqp")
 
 READ = select.EPOLLIN | select.EPOLLRDHUP
 WRITE = select.EPOLLOUT
 MAX_READ = 64 * 1024
+MAX_WRITE = 256 * 1024  # bytes handed to a socket per write (the rest waits for the poll)
 MAX_WAIT = 3600.0  # seconds: the longest single poll (epoll's timeout overflows near 1e9 s)
-_LIB, _NULL = cproton_ffi.lib, cproton_ffi.ffi.NULL
+_LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
+_NULL = _FFI.NULL
 _TRANSPORT_CLOSED = Event.TRANSPORT_CLOSED.number
+_DELIVERY = Event.DELIVERY.number
 
 
 class Channel(Protocol):
@@ -57,12 +60,29 @@ class Timer:
         self.cancelled = True
 
 
+class Turn:
+    """What the handlers did since the last end-of-turn work, per reactor: a turn with only socket
+    bookkeeping skips that work, and one that only completed messages (which removes deadlines, never
+    adds one) does not ask the namespaces for their next deadline."""
+
+    __slots__ = ("activity", "rearm")
+
+    def __init__(self) -> None:
+        self.activity = False  # some handler ran
+        self.rearm = False  # a deadline may have come nearer: the next tick is recomputed
+
+
 class Loop:
     """See the module docstring. Everything but `wake` runs on the loop's thread."""
 
-    def __init__(self, collector: Any, dispatch: Callable[[Any, int], None]) -> None:
+    def __init__(self, collector: Any, dispatch: Callable[[Any, int], None],
+                 handled: Callable[[int], bool] = lambda number: True) -> None:
+        """`dispatch(C event, its type number)` hands an event to its handler; only events whose type
+        `handled` admits are handed over (most of a settling client's are transport bookkeeping)."""
         self.collector = collector  # every connection's events, read in bulk each turn
-        self.dispatch = dispatch  # (C event, its type number): hands it to its handler
+        self.dispatch = dispatch
+        self.handled = handled
+        self.turn = Turn()
         self.on_turn_end: Callable[[], bool] = lambda: False  # True: the turn end made more work
         self.on_wake: Callable[[], None] = lambda: None
         self._epoll = select.epoll()
@@ -78,6 +98,7 @@ class Loop:
         self._wake_out.setblocking(False)
         self.watch(self._woken.fileno(), _Waker(self), READ)
         self._running = False
+        self.out = _FFI.new("char[]", MAX_WRITE)  # what a transport writes is copied here, then sent
 
     # --- sockets ---------------------------------------------------------------------------------------
     def watch(self, fd: int, channel: Channel, mask: int) -> None:
@@ -190,23 +211,29 @@ class Loop:
                 return
 
     def _dispatch(self) -> None:
+        """Hand out the collector's events. A delivery event comes from input, whose transport the read
+        has touched already; every other event marks its transport for the end-of-turn flush."""
         impl = self.collector._impl
         by_transport = self._by_transport
         touched = self.touched
         dispatch = self.dispatch
-        event = _LIB.pn_collector_peek(impl)
+        handled = self.handled
+        peek, pop = _LIB.pn_collector_peek, _LIB.pn_collector_pop
+        event = peek(impl)
         while event != _NULL:
             number = _LIB.pn_event_type(event)
-            dispatch(event, number)
-            transport = _LIB.pn_event_transport(event)
-            if transport != _NULL:
-                io = by_transport.get(transport)
-                if io is not None:
-                    touched.add(io)
-                    if number == _TRANSPORT_CLOSED:
-                        io.close()
-            _LIB.pn_collector_pop(impl)
-            event = _LIB.pn_collector_peek(impl)
+            if handled(number):
+                dispatch(event, number)
+            if number != _DELIVERY:
+                transport = _LIB.pn_event_transport(event)
+                if transport != _NULL:
+                    io = by_transport.get(transport)
+                    if io is not None:
+                        touched.add(io)
+                        if number == _TRANSPORT_CLOSED:
+                            io.close()
+            pop(impl)
+            event = peek(impl)
 
 
 class _Waker:
@@ -228,23 +255,29 @@ class _Waker:
 
 
 class TransportIO:
-    """One AMQP connection's socket and its proton server transport."""
+    """One AMQP connection's socket and its proton server transport (a `compat.BrokerTransport`), driven
+    through proton's C calls: a turn's read, write and flush make no Python wrapper calls."""
 
-    __slots__ = ("closed", "connection", "loop", "sock", "tick_at", "transport")
+    __slots__ = ("closed", "connection", "fd", "formats", "impl", "loop", "mask", "sock", "tick_at",
+                 "transport")
 
     def __init__(self, loop: Loop, sock: socket.socket, connection: Connection, transport: Transport,
                  preread: bytes) -> None:
         """`transport`: a new server transport for `connection`; `preread`: bytes already read for it."""
         self.loop = loop
         self.sock = sock
+        self.fd = sock.fileno()
         self.connection = connection
         self.transport = transport
+        self.impl = transport._impl
+        self.formats = transport.transfer_formats
         transport.idle_timeout = 0
         self.transport.bind(connection)
         self.closed = False
         self.tick_at: Timer | None = None
         loop.adopt(self)
-        loop.watch(sock.fileno(), self, READ)
+        self.mask = READ
+        loop.watch(self.fd, self, READ)
         if preread:
             self.transport.push(preread)
 
@@ -256,68 +289,74 @@ class TransportIO:
         self.loop.touched.add(self)  # flushed at the end of the turn
 
     def _read(self) -> None:
-        transport = self.transport
+        impl, recv = self.impl, self.sock.recv
         total = 0
         while total < MAX_READ:
-            capacity = transport.capacity()
+            capacity = _LIB.pn_transport_capacity(impl)
             if capacity <= 0:
                 return
             try:
-                chunk = self.sock.recv(capacity)
+                chunk = recv(capacity)
             except BlockingIOError:
                 return
             except OSError:
-                transport.close_tail()
+                _LIB.pn_transport_close_tail(impl)
                 return
-            if not chunk:
-                transport.close_tail()
+            size = len(chunk)
+            if not size:
+                _LIB.pn_transport_close_tail(impl)
                 return
-            transport.push(chunk)
-            total += len(chunk)
-            if len(chunk) < capacity:
+            self.formats.feed(chunk)
+            if _LIB.pn_transport_push(impl, chunk, size) < 0:  # proton has recorded why; its tail is closed
+                return
+            total += size
+            if size < capacity:
                 return
 
     def _write(self) -> None:
-        transport = self.transport
-        pending = transport.pending()
+        impl = self.impl
+        pending = _LIB.pn_transport_pending(impl)
         if pending > 0:
+            out = self.loop.out
+            size = _LIB.pn_transport_peek(impl, out, min(pending, MAX_WRITE))
             try:
-                transport.pop(self.sock.send(transport.peek(pending)))
+                sent = self.sock.send(_FFI.buffer(out, size))
             except BlockingIOError:
-                pass  # the socket's buffer is full: the poll says when it takes more
+                return  # the socket's buffer is full: the poll says when it takes more
             except OSError:
-                transport.close_head()
+                _LIB.pn_transport_close_head(impl)
+                return
+            _LIB.pn_transport_pop(impl, sent)
 
     def flush(self) -> None:
         """At the end of a turn: write what the transport has, close it if it is done, then watch the socket
         for what this connection waits for."""
         if self.closed:
             return
-        transport = self.transport
-        impl = transport._impl
-        try:
-            self._schedule_tick(impl)  # first: a heartbeat due now leaves with this write
-            self._write()
-        except ProtonException:
-            pass
-        # proton's C calls (its Python wrappers raise for errors): below zero is end of stream or an error
-        capacity = max(_LIB.pn_transport_capacity(impl), -1)
-        pending = max(_LIB.pn_transport_pending(impl), -1)
+        impl = self.impl
+        # Idle-timeout heartbeats the peer asked for (proton says when the next is due, in ms); first: a
+        # heartbeat due now leaves with this write.
+        deadline = _LIB.pn_transport_tick(impl, int(time.time() * 1000))
+        if deadline and self.tick_at is None:
+            self._schedule_tick(deadline / 1000)
+        self._write()
+        # below zero is end of stream or an error
+        capacity = _LIB.pn_transport_capacity(impl)
+        pending = _LIB.pn_transport_pending(impl)
         if capacity < 0 and pending <= 0:
             if pending == 0:  # input over, nothing to say: the peer is gone (see the module docstring)
-                transport.close_head()
-            if transport.closed:  # its TRANSPORT_CLOSED event closes the socket
+                _LIB.pn_transport_close_head(impl)
+            if _LIB.pn_transport_closed(impl):  # its TRANSPORT_CLOSED event closes the socket
                 self.loop.touched.add(self)
                 return
-        mask = (READ if capacity > 0 else 0) | (WRITE if pending > 0 else 0)
-        self.loop.watch(self.sock.fileno(), self, mask)
+        self.watch((READ if capacity > 0 else 0) | (WRITE if pending > 0 else 0))
 
-    def _schedule_tick(self, impl: Any) -> None:
-        """Idle-timeout heartbeats the peer asked for (proton says when the next is due, in ms)."""
-        deadline = _LIB.pn_transport_tick(impl, int(time.time() * 1000)) / 1000
-        if not deadline or self.tick_at is not None:
-            return
+    def watch(self, mask: int) -> None:
+        if mask != self.mask:
+            self.mask = mask
+            self.loop.watch(self.fd, self, mask)
 
+    def _schedule_tick(self, deadline: float) -> None:
         def tick() -> None:
             self.tick_at = None
             self.loop.touched.add(self)
@@ -330,7 +369,7 @@ class TransportIO:
         self.closed = True
         if self.tick_at is not None:
             self.tick_at.cancel()
-        self.loop.forget(self.sock.fileno())
+        self.loop.forget(self.fd)
         self.loop.release(self)
         self.sock.close()
         self.transport.unbind()

@@ -31,10 +31,11 @@ from proton._events import Collector, Event, EventType, wrappers
 from local_broker.engine import BrokerError
 from local_broker.wire.amqp.compat import error
 from local_broker.wire.amqp.logs import log_event
-from local_broker.wire.amqp.loop import Loop
+from local_broker.wire.amqp.loop import Loop, Turn
 
 log = logging.getLogger("local_broker.amqp")
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
+_DELIVERY = Event.DELIVERY.number
 T = TypeVar("T")
 
 
@@ -54,15 +55,14 @@ class Guarded(Handler):
 
     One bad frame must not stop the broker. proton looks handlers' methods up by name (`on_delivery`,
     ...); each lookup here yields a guarded wrapper of the inner method, made once per name and kept.
-    `activity` records that some handler ran since the last end-of-turn work (a turn with only socket
-    bookkeeping skips that work).
+    Every handler but `on_delivery` counts as activity that may move deadlines (`Turn`); `on_delivery`,
+    the hot path, takes proton's C event and says itself what it changed (`Turn.rearm`).
     """
 
-    activity = False
-
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, turn: Turn) -> None:
         super().__init__()
         self.inner = inner
+        self.turn = turn
         self.handlers = ()  # proton asks every handler for children; none here (saves a failed lookup)
 
     def __getattr__(self, name: str) -> Any:
@@ -73,15 +73,20 @@ class Guarded(Handler):
         self.__dict__[name] = guarded
         return guarded
 
-    @staticmethod
-    def _guard(name: str, fn: Callable[..., None]) -> Callable[..., None]:
-        def guarded(*args: Any) -> None:
-            Guarded.activity = True
+    def _guard(self, name: str, fn: Callable[[Any], None]) -> Callable[[Any], None]:
+        turn = self.turn
+        rearm = name != "on_delivery"
+
+        def guarded(event: Any) -> None:
+            turn.activity = True
+            if rearm:
+                turn.rearm = True
             try:
-                fn(*args)
+                fn(event)
             except Exception:
                 log.exception("error handling %s", name)
-                connection = getattr(args[0], "connection", None) if args else None
+                impl = getattr(event, "_impl", event)  # a LazyEvent, or proton's C event itself
+                connection = Connection.wrap(_LIB.pn_event_connection(impl))
                 if connection is not None and connection.state & Endpoint.LOCAL_ACTIVE:
                     connection.condition = error("amqp:internal-error", "The broker failed on a frame.")
                     connection.close()
@@ -161,7 +166,8 @@ def dispatch_event(impl: Any, number: int) -> None:
 
     The broker sets handlers on connections only (sasl.py), so the link's and session's records are not
     searched; the handler is read from the connection's C record (no Python wrapper), and an event no
-    handler method wants (most are transport and local-state events) costs no Python event object."""
+    handler method wants (most are transport and local-state events) costs no Python event object.
+    A delivery event, the hot path, is handed over as proton's C event (no Python event object at all)."""
     connection = _LIB.pn_event_connection(impl)
     if connection == _FFI.NULL:
         return
@@ -173,7 +179,7 @@ def dispatch_event(impl: Any, number: int) -> None:
         return
     method = getattr(handler, EventType.TYPES[number].method, None)
     if method is not None:
-        method(LazyEvent(impl, number))
+        method(impl if number == _DELIVERY else LazyEvent(impl, number))
 
 
 class BrokerDelivery(Delivery):
@@ -220,7 +226,9 @@ class EngineThread:
     """Runs the network loop in a thread; the group-commit turn end; the cross-thread executor."""
 
     def __init__(self) -> None:
-        self.loop = Loop(Collector(), dispatch_event)
+        self.handled: set[int] = set()  # the event types some connection handler has a method for
+        self.loop = Loop(Collector(), dispatch_event, self.handled.__contains__)
+        self.turn = self.loop.turn
         self.loop.on_turn_end = self.end_turn
         self.loop.on_wake = self._run_calls
         self.participants: list[TurnParticipant] = []
@@ -231,6 +239,12 @@ class EngineThread:
             queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closing: list[Callable[[], None]] = []
+
+    def hand_out(self, handler_class: type) -> None:
+        """Connections will have handlers of `handler_class`: hand out the events it has methods for (the
+        loop hands out no other)."""
+        self.handled.update(number for number, kind in EventType.TYPES.items()
+                            if hasattr(handler_class, kind.method))
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -292,7 +306,7 @@ class EngineThread:
                 fn, future, participant = self._calls.get_nowait()
             except queue.Empty:
                 return
-            Guarded.activity = True
+            self.turn.activity = self.turn.rearm = True
             self.external_changes = True
             try:
                 result = fn()
@@ -304,9 +318,10 @@ class EngineThread:
     # --- the turn ---------------------------------------------------------------------------------
     def end_turn(self) -> bool:
         """The work at the end of a turn (module docstring); False when the turn had nothing to do."""
-        if not Guarded.activity:
+        turn = self.turn
+        if not turn.activity:
             return False
-        Guarded.activity = False
+        turn.activity = False
         for participant in self.participants:
             participant.before_commit()
         for participant in self.participants:
@@ -318,14 +333,16 @@ class EngineThread:
         done, self.after_commit = self.after_commit, []
         for fn in done:
             fn()
-        self._schedule_tick()
+        if turn.rearm:
+            turn.rearm = False
+            self._schedule_tick()
         return True
 
     def later(self, delay: float, action: Callable[[], None]) -> None:
         """Run `action` on the reactor after `delay` seconds (the loop logs an error in it)."""
 
         def run() -> None:
-            Guarded.activity = True
+            self.turn.activity = self.turn.rearm = True
             action()
 
         self.loop.schedule(delay, run)

@@ -174,7 +174,7 @@ class SaslDoor:
     def _bind(self) -> None:
         """Hand the socket to a proton server transport, with the bytes read past the SASL exchange."""
         connection = Connection()
-        connection.handler = Guarded(self.listener.handler)
+        connection.handler = Guarded(self.listener.handler, self.listener.loop.turn)
         connection.collect(self.listener.loop.collector)
         transport = compat.BrokerTransport()
         io_type = TransportIO if self.listener.layers is None else LayeredIO

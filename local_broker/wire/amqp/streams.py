@@ -15,11 +15,13 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from proton import ProtonException
+import cproton_ffi
 
 from local_broker.wire.amqp.loop import READ, WRITE, Loop, TransportIO
 from local_broker.wire.amqp.tls_stream import TlsStream
 from local_broker.wire.amqp.websocket import WebSocketStream
+
+_LIB = cproton_ffi.lib
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class LayeredIO(TransportIO):
         try:
             self.sock.drain()
         except OSError:
-            self.transport.close_head()
+            _LIB.pn_transport_close_head(self.impl)
             return
         super()._write()
 
@@ -56,11 +58,10 @@ class LayeredIO(TransportIO):
         if self.closed:
             return
         stream = self.sock
-        try:
-            capacity = self.transport.capacity()
-        except ProtonException:
+        capacity = _LIB.pn_transport_capacity(self.impl)  # below zero: input over, or an error
+        if capacity < -1:
             return
         if stream.unsent:
-            self.loop.watch(stream.fileno(), self, (READ if capacity > 0 else 0) | WRITE)
+            self.watch((READ if capacity > 0 else 0) | WRITE)
         if stream.unread and capacity > 0:
             self.loop.readable(stream.fileno())
