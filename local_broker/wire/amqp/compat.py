@@ -242,7 +242,7 @@ def send_raw(link: Link, tag: bytes, payload: bytes, settled: bool) -> None:
     not needed (events about the delivery wrap it when they come)."""
     impl = link._impl
     delivery = _LIB.pn_delivery(impl, (len(tag), _FFI.from_buffer(tag)))
-    _LIB.pn_link_send(impl, _FFI.from_buffer(payload), len(payload))
+    _LIB.pn_link_send(impl, payload, len(payload))
     _LIB.pn_link_advance(impl)
     if settled:
         _LIB.pn_delivery_settle(delivery)

@@ -11,6 +11,7 @@ broker's `x-opt-*`, the properties, the application-properties, then the body by
 from __future__ import annotations
 
 import math
+import struct
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -165,19 +166,52 @@ def _property_list(msg: Message) -> list[Any]:
     return fields
 
 
+def _key(name: symbol) -> bytes:
+    return b"\xa3" + bytes((len(name),)) + name.encode("ascii")
+
+
+_SEQUENCE_KEY, _ENQUEUED_TIME_KEY = _key(SEQUENCE_NUMBER), _key(ENQUEUED_TIME)
+_ENQUEUE_SEQUENCE_KEY, _LOCKED_UNTIL_KEY = _key(ENQUEUE_SEQUENCE_NUMBER), _key(LOCKED_UNTIL)
+_CODED, _MAP_HEAD = struct.Struct(">Bq"), struct.Struct(">BII")  # a type code and 8 bytes; a map's head
+
+
+def _long(value: int) -> bytes:
+    """An int as `encode_value` writes it when it fits a long (smalllong from -128 to 127)."""
+    return b"\x55" + bytes((value & 0xFF,)) if -128 <= value <= 127 else _CODED.pack(0x81, value)
+
+
+def _encoded_broker_annotations(msg: Message, with_lock: bool) -> bytes:
+    """`encode_map_items(_broker_annotations(msg, with_lock))`, written straight for a message that carries
+    only the annotations every delivery has (sequence numbers, enqueued and locked-until times)."""
+    if (msg.state or msg.partition_key is not None or msg.via_partition_key is not None
+            or msg.scheduled_enqueue_time is not None or msg.dead_letter_source is not None
+            or msg.partition_id is not None):
+        return encode_map_items(_broker_annotations(msg, with_lock))
+    body = b"".join((
+        _SEQUENCE_KEY, _long(msg.sequence_number),
+        _ENQUEUED_TIME_KEY, _CODED.pack(0x83, round(msg.enqueued_time * 1000)),
+        _ENQUEUE_SEQUENCE_KEY, _long(msg.enqueued_sequence_number),
+    ))
+    count = 6
+    if with_lock and msg.locked_until is not None:
+        body += _LOCKED_UNTIL_KEY + _CODED.pack(0x83, round(msg.locked_until * 1000))
+        count = 8
+    return _MAP_HEAD.pack(0xD1, len(body) + 4, count) + body
+
+
 def encode_message(msg: Message, *, with_lock: bool) -> bytes:
     """The bytes of a message delivered to a receiver (or returned by peek / receive-deferred)."""
-    items = _broker_annotations(msg, with_lock)
     if msg.annotations:  # the client's annotations, merged with the broker's
+        items = _broker_annotations(msg, with_lock)
         annotations = dict(zip(items[::2], items[1::2], strict=True))
         annotations.update((symbol(k), to_amqp(v)) for k, v in msg.annotations.items())
         encoded_annotations = codec.encode_value(annotations)
     else:  # the broker's alone: no dict in between
-        encoded_annotations = encode_map_items(items)
+        encoded_annotations = _encoded_broker_annotations(msg, with_lock)
     ttl = None if msg.time_to_live is None else int(msg.time_to_live * 1000)
     parts = [
         codec.encode_header(True, 4, ttl, False, msg.delivery_count),
-        codec.described(codec.MESSAGE_ANNOTATIONS, encoded_annotations),
+        b"\x00\x53" + bytes((codec.MESSAGE_ANNOTATIONS,)) + encoded_annotations,
         codec.described(codec.PROPERTIES, codec.encode_value(_property_list(msg))),
     ]
     if msg.application_properties:
