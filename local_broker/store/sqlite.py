@@ -96,6 +96,7 @@ _MESSAGE_TABLES = (
 
 _MESSAGE_COLUMNS = ("uid", "owner", "sub", "seq", "delivery_count", "state", "locked_until", "lock_token")
 _MESSAGE_COLUMNS += ("enqueued_time", "expires_at", "size", "properties", "payload")
+_INSERT_MESSAGE = f"INSERT INTO messages VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))})"
 _PUT_MESSAGE = (
     f"INSERT INTO messages VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))}) ON CONFLICT (uid) DO UPDATE SET "
     + ", ".join(f"{column} = excluded.{column}" for column in _MESSAGE_COLUMNS[1:])
@@ -374,11 +375,13 @@ class SqliteStore:
 
     def _put_messages(self, puts: list[tuple[str, int, Message]]) -> dict[MessageContent, tuple[int, Any]]:
         """Message rows, and a payload row for each content not stored yet (once for all its copies in
-        this change set); the contents newly stored, with their payload id and property dict."""
+        this change set); the contents newly stored, with their payload id and property dict. A message
+        not stored before is a plain insert (most rows: new messages); a stored one replaces its row."""
         db = self._db
         stored: dict[MessageContent, tuple[int, Any]] = {}
         kept: dict[int, tuple[MessageContent, Any]] = {}  # payloads stored by an earlier commit
-        rows = []
+        new_rows, rewritten = [], []
+        inf = math.inf
         for owner, sub, m in puts:
             c = m.content
             payload, properties = c.payload, c.payload_properties
@@ -392,35 +395,36 @@ class SqliteStore:
                 payload, properties = new
             own = m.application_properties
             expires = m.expires_at
-            rows.append(
-                (
-                    m.uid,
-                    owner,
-                    sub,
-                    m.sequence_number,
-                    m.delivery_count,
-                    m.state,
-                    m.locked_until,
-                    _token(m),
-                    m.enqueued_time,
-                    None if expires == math.inf else expires,
-                    m.size,
-                    None if own is properties else dumps(encode_properties(own)),
-                    payload,
-                )
+            token = m.lock_token
+            row = (
+                m.uid,
+                owner,
+                sub,
+                m.sequence_number,
+                m.delivery_count,
+                m.state,
+                m.locked_until,
+                None if token is None else token.bytes,
+                m.enqueued_time,
+                None if expires == inf else expires,
+                m.size,
+                None if own is properties else dumps(encode_properties(own)),
+                payload,
             )
+            (rewritten if m.persisted else new_rows).append(row)
         db.executemany(
             "INSERT INTO payloads VALUES (?, ?, ?)",
             [(payload, _payload_data(c, properties), c.body) for c, (payload, properties) in stored.items()],
         )
-        db.executemany(_PUT_MESSAGE, rows)
+        if new_rows:
+            db.executemany(_INSERT_MESSAGE, new_rows)
+        if rewritten:  # a full row carries the current state: drop older overrides
+            db.executemany(_PUT_MESSAGE, rewritten)
+            db.executemany("DELETE FROM message_states WHERE uid = ?", [(row[0],) for row in rewritten])
         for payload, (c, properties) in kept.items():  # its other copies may all have gone: store it again
             if db.execute("SELECT 1 FROM payloads WHERE id = ?", (payload,)).fetchone() is None:
                 row = (payload, _payload_data(c, properties), c.body)
                 db.execute("INSERT INTO payloads VALUES (?, ?, ?)", row)
-        rewritten = [(m.uid,) for _, _, m in puts if m.persisted]
-        if rewritten:  # a full row carries the current state: drop older overrides
-            db.executemany("DELETE FROM message_states WHERE uid = ?", rewritten)
         return stored
 
     def _log_settled(self, uids: list[int]) -> bool:

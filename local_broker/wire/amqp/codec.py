@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_broker.wire.amqp.values import decode_value, encode_value
+from local_broker.wire.amqp.values import decode_value, encode_value, read_value
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES = range(0x70, 0x75)
 DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = range(0x75, 0x79)
@@ -37,6 +37,7 @@ _FIXED = {
 }
 _SIZE1 = frozenset({0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0})
 _SIZE4 = frozenset({0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0})
+_U32 = struct.Struct(">I")
 
 
 class MessageDecodeError(ValueError):
@@ -120,59 +121,90 @@ class Sections:
     body: bytes = b""  # body sections + footer, verbatim
 
 
-def decode_sections(buf: bytes, sections: list[tuple[int, int, int]] | None = None) -> Sections:
-    """Parse one encoded message (as a client transferred it); `sections` if already split."""
+def decode_sections(buf: bytes) -> Sections:
+    """Parse one encoded message (as a client transferred it) in one pass: each section's value is read
+    where it lies (no slice per section), and a body that runs to the end is one slice."""
     buf = bytes(buf)
     out = Sections()
     body_parts: list[tuple[int, int]] = []
-    for code, start, end in split_sections(buf) if sections is None else sections:
-        if code in BODY_SECTIONS or code == FOOTER:
-            body_parts.append((start, end))
-        elif code == DELIVERY_ANNOTATIONS:  # hop-by-hop; the SDK even puts them after the body
-            continue
-        elif body_parts:
-            raise MessageDecodeError("a header, annotation or property section follows the body")
-        else:
-            _apply_section(out, code, buf[start:end])
+    pos, size = 0, len(buf)
+    try:
+        while pos < size:
+            start = pos
+            if buf[pos] == 0x00 and buf[pos + 1] == 0x53 and HEADER <= buf[pos + 2] <= FOOTER:
+                code, pos = buf[pos + 2], pos + 3
+            else:  # the long descriptor form, or an error
+                code, pos = _section_code(buf, pos), pos + 10
+            if code >= DATA:  # a body section or the footer: kept as it is
+                constructor = buf[pos]
+                if constructor == 0xB0:  # data sections, inline
+                    pos += 5 + _U32.unpack_from(buf, pos + 1)[0]
+                elif constructor == 0xA0:
+                    pos += 2 + buf[pos + 1]
+                else:
+                    pos = _skip(buf, pos)
+                if pos > size:
+                    raise MessageDecodeError(f"truncated AMQP value at offset {start}")
+                if body_parts and body_parts[-1][1] == start:
+                    body_parts[-1] = (body_parts[-1][0], pos)
+                else:
+                    body_parts.append((start, pos))
+                continue
+            if code != DELIVERY_ANNOTATIONS and body_parts:
+                raise MessageDecodeError("a header, annotation or property section follows the body")
+            try:
+                value, end = read_value(buf, pos)
+            except Exception as exc:  # bad bytes: IndexError, struct.error, UnicodeDecodeError, proton's own
+                raise MessageDecodeError(f"cannot decode section 0x{code:x}: {exc}") from exc
+            if end > size:
+                raise MessageDecodeError(f"truncated AMQP value at offset {pos}")
+            pos = end
+            if code != DELIVERY_ANNOTATIONS:  # hop-by-hop; the SDK even puts them after the body
+                _apply_section(out, code, value)
+    except IndexError as exc:
+        raise MessageDecodeError(f"truncated AMQP message at offset {pos}") from exc
     if not body_parts:
         raise MessageDecodeError("the message has no body section")
-    out.body = b"".join(buf[start:end] for start, end in body_parts)
+    if len(body_parts) == 1:
+        start, end = body_parts[0]
+        out.body = buf if start == 0 and end == size else buf[start:end]
+    else:
+        out.body = b"".join(buf[start:end] for start, end in body_parts)
     return out
 
 
-def _apply_section(out: Sections, code: int, section: bytes) -> None:
-    try:
-        value = _decode_value(section)
-    except Exception as exc:  # proton raises its own DataException and others on bad bytes
-        raise MessageDecodeError(f"cannot decode section 0x{code:x}: {exc}") from exc
+def _apply_section(out: Sections, code: int, value: Any) -> None:
     if code == HEADER:
-        fields = [*list(value or []), None, None, None, None, None]
+        fields = value or ()
+        count = len(fields)
         out.header = Header(
-            durable=bool(fields[0]),
-            priority=4 if fields[1] is None else int(fields[1]),
-            ttl_ms=None if fields[2] is None else int(fields[2]),
-            first_acquirer=bool(fields[3]),
-            delivery_count=int(fields[4] or 0),
+            durable=bool(fields[0]) if count > 0 else False,
+            priority=4 if count < 2 or fields[1] is None else int(fields[1]),
+            ttl_ms=None if count < 3 or fields[2] is None else int(fields[2]),
+            first_acquirer=bool(fields[3]) if count > 3 else False,
+            delivery_count=int(fields[4] or 0) if count > 4 else 0,
         )
     elif code == MESSAGE_ANNOTATIONS:
         out.annotations = dict(value or {})
     elif code == PROPERTIES:
-        pairs = zip(PROPERTY_FIELDS, value or [], strict=False)
+        pairs = zip(PROPERTY_FIELDS, value or (), strict=False)
         out.properties = {name: v for name, v in pairs if v is not None}
     elif code == APPLICATION_PROPERTIES:
         out.application_properties = dict(value or {})
 
 
-def batch_messages(buf: bytes) -> list[tuple[bytes, list[tuple[int, int, int]]]]:
+def batch_messages(buf: bytes) -> list[bytes]:
     """The messages inside a batch envelope (a transfer with message-format 0x80013700): one per Data
-    section, each a complete encoded message, with its sections (split once, for this check and the
-    decode). The envelope's other sections (header, properties, application-properties: rhea and the JS
-    SDK write them) describe the envelope, not the messages."""
+    section, each checked to be a complete encoded message. The envelope's other sections (header,
+    properties, application-properties: rhea and the JS SDK write them) describe the envelope, not the
+    messages."""
     buf = bytes(buf)
     inner = [_data_payload(buf, start, end) for code, start, end in split_sections(buf) if code == DATA]
     if not inner:
         raise MessageDecodeError("a batch (message-format 0x80013700) without Data sections")
-    return [(payload, _message_sections(payload, position)) for position, payload in enumerate(inner)]
+    for position, payload in enumerate(inner):
+        _check_message(payload, position)
+    return inner
 
 
 def _data_payload(buf: bytes, start: int, end: int) -> bytes:
@@ -194,7 +226,7 @@ def decode_body(body: bytes) -> tuple[bytes | None, list[Any]]:
     return (None, values) if values else (b"".join(data), [])
 
 
-def _message_sections(payload: bytes, position: int) -> list[tuple[int, int, int]]:
+def _check_message(payload: bytes, position: int) -> None:
     incomplete = MessageDecodeError(f"batch message {position} is not a complete AMQP message")
     if len(payload) < 4 or payload[0] != 0x00 or payload[1] != 0x53 or not HEADER <= payload[2] <= FOOTER:
         raise incomplete
@@ -204,7 +236,6 @@ def _message_sections(payload: bytes, position: int) -> list[tuple[int, int, int
         raise incomplete from None
     if not any(code in BODY_SECTIONS for code, _, _ in sections):
         raise incomplete
-    return sections
 
 
 def _uint(value: int) -> bytes:

@@ -83,37 +83,51 @@ def _epoch(value: Any) -> float | None:
 def decode_transfer(payload: bytes, message_format: int = 0) -> list[Message]:
     """The messages of one transfer: those of the envelope for the batch message-format, else one."""
     if message_format == BATCH_FORMAT:
-        return [decode_message(raw, sections) for raw, sections in codec.batch_messages(payload)]
-    return [decode_message(bytes(payload))]
+        return [decode_message(raw) for raw in codec.batch_messages(payload)]
+    return [decode_message(payload)]
 
 
-def decode_message(raw: bytes, split: list[tuple[int, int, int]] | None = None) -> Message:
-    sections = codec.decode_sections(raw, split)
-    header = sections.header
-    props = sections.properties
-    annotations = {}
-    for key, value in sections.annotations.items():
-        name = str(key)
-        if name not in BROKER_ANNOTATIONS:
-            annotations[name] = to_python(value)
+# properties section field -> the Message keyword it sets
+_PROPERTY_KEYWORDS = {
+    "message_id": "message_id", "correlation_id": "correlation_id", "group_id": "session_id",
+    "reply_to_group_id": "reply_to_session_id", "subject": "subject", "to": "to", "reply_to": "reply_to",
+    "content_type": "content_type",
+}
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def decode_message(raw: bytes) -> Message:
+    """A client's encoded message as the engine keeps it; only the fields it sets are passed on."""
+    sections = codec.decode_sections(raw)
+    fields: dict[str, Any] = {}
+    for name, value in sections.properties.items():
+        keyword = _PROPERTY_KEYWORDS.get(name)
+        if keyword is not None:
+            fields[keyword] = value if type(value) is str else _text(value)
     ann = sections.annotations
-    return Message(
-        body=sections.body,
-        application_properties={str(k): to_python(v) for k, v in sections.application_properties.items()},
-        annotations=annotations or None,
-        message_id=_text(props.get("message_id")),
-        correlation_id=_text(props.get("correlation_id")),
-        session_id=_text(props.get("group_id")),
-        reply_to_session_id=_text(props.get("reply_to_group_id")),
-        subject=_text(props.get("subject")),
-        to=_text(props.get("to")),
-        reply_to=_text(props.get("reply_to")),
-        content_type=_text(props.get("content_type")),
-        partition_key=_text(ann.get(PARTITION_KEY)),
-        via_partition_key=_text(ann.get(VIA_PARTITION_KEY)),
-        time_to_live=None if header.ttl_ms is None else header.ttl_ms / 1000,
-        scheduled_enqueue_time=_epoch(ann.get(SCHEDULED_ENQUEUE_TIME)),
-    )
+    if ann:
+        annotations = {}
+        for key, value in ann.items():
+            name = str(key)
+            if name not in BROKER_ANNOTATIONS:
+                annotations[name] = to_python(value)
+        if annotations:
+            fields["annotations"] = annotations
+        for name, keyword in ((PARTITION_KEY, "partition_key"), (VIA_PARTITION_KEY, "via_partition_key")):
+            value = ann.get(name)
+            if value is not None:
+                fields[keyword] = _text(value)
+        scheduled = ann.get(SCHEDULED_ENQUEUE_TIME)
+        if scheduled is not None:
+            fields["scheduled_enqueue_time"] = _epoch(scheduled)
+    ttl_ms = sections.header.ttl_ms
+    if ttl_ms is not None:
+        fields["time_to_live"] = ttl_ms / 1000
+    app = sections.application_properties
+    if app:
+        app = {k if type(k) is str else str(k): v if type(v) in _PLAIN else to_python(v)
+               for k, v in app.items()}
+    return Message(sections.body, app or None, **fields)
 
 
 def _ms(epoch_seconds: float) -> timestamp:

@@ -101,15 +101,20 @@ def _compound(buf: bytes, is_map: bool, count: int, pos: int, end: int) -> tuple
 
 def decode_value(buf: bytes) -> Any:
     """The value encoded at the start of `buf` (binaries as owned `bytes`)."""
+    return read_value(buf, 0)[0]
+
+
+def read_value(buf: bytes, pos: int) -> tuple[Any, int]:
+    """The value encoded at `pos` of `buf`, and the position just after it."""
     try:
-        return _read(buf, 0)[0]
+        return _read(buf, pos)
     except _Fallback:
         pass
     data = Data()
-    data.decode(bytes(buf))
+    used = data.decode(bytes(buf[pos:]))
     data.rewind()
     data.next()
-    return _owned(data.get_object())
+    return _owned(data.get_object()), pos + used
 
 
 def _owned(value: Any) -> Any:
