@@ -35,7 +35,7 @@ from local_broker.engine.message import Message, MessageContent, MessageState
 from local_broker.store.base import ChangeSet, StoredState
 from local_broker.store.codec import decode_properties, dumps, encode_properties, loads
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 RESERVE_BYTES = 8 * 1024 * 1024
 ROOM_CHECK_SECONDS = 0.5  # how stale the free-space reading may be
 FOLD_SETTLED = 4096  # settled message ids the log holds before they are deleted from the database
@@ -62,11 +62,12 @@ CREATE TABLE message_states (
 );
 """
 # The message tables of this schema version, one statement each (a migration runs them in its transaction).
+_PAYLOADS_TABLE = "CREATE TABLE payloads (id INTEGER PRIMARY KEY, data TEXT NOT NULL, body BLOB NOT NULL)"
 _MESSAGE_TABLES = (
-    # The sender's content (MessageContent's fields, the application properties, the body), stored once
-    # for all the copies of a topic message.
-    "CREATE TABLE payloads (id INTEGER PRIMARY KEY, data TEXT NOT NULL, body BLOB NOT NULL)",
-    # One row per message in a sub-queue: its own state and its payload; `properties` NULL: the payload's.
+    # One row per message in a sub-queue: its own state, and its content: in the row itself (`data` as a
+    # payload's, `body`) when no other message shares it (a queue's messages: one row per send), else
+    # `payload` references the content stored once for all the copies of a topic message; `properties`
+    # NULL: the payload's.
     """CREATE TABLE messages (
         uid INTEGER PRIMARY KEY,
         owner TEXT NOT NULL,
@@ -80,25 +81,29 @@ _MESSAGE_TABLES = (
         expires_at REAL,
         size INTEGER NOT NULL,
         properties TEXT,
-        payload INTEGER NOT NULL
+        payload INTEGER,
+        data TEXT,
+        body BLOB
     )""",
     "CREATE INDEX messages_owner ON messages (owner, sub, seq)",
     # A payload's references are counted through this index: the payload goes with its last message row,
     # however that row goes (settled, expired, purged, its entity deleted) or when it takes another payload.
-    "CREATE INDEX messages_payload ON messages (payload)",
+    # Rows holding their own content are not in it, and their deletes skip the count.
+    "CREATE INDEX messages_payload ON messages (payload) WHERE payload IS NOT NULL",
     """CREATE TRIGGER payload_released AFTER DELETE ON messages
-       WHEN NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
+       WHEN OLD.payload IS NOT NULL AND NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
        BEGIN DELETE FROM payloads WHERE id = OLD.payload; END""",
     """CREATE TRIGGER payload_replaced AFTER UPDATE OF payload ON messages
-       WHEN OLD.payload <> NEW.payload AND NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
+       WHEN OLD.payload IS NOT NULL AND OLD.payload IS NOT NEW.payload
+            AND NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
        BEGIN DELETE FROM payloads WHERE id = OLD.payload; END""",
 )
 
 _MESSAGE_COLUMNS = ("uid", "owner", "sub", "seq", "delivery_count", "state", "locked_until", "lock_token")
-_MESSAGE_COLUMNS += ("enqueued_time", "expires_at", "size", "properties", "payload")
+_MESSAGE_COLUMNS += ("enqueued_time", "expires_at", "size", "properties", "payload", "data", "body")
 _INSERT_MESSAGE = f"INSERT INTO messages VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))})"
 _PUT_MESSAGE = (
-    f"INSERT INTO messages VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))}) ON CONFLICT (uid) DO UPDATE SET "
+    _INSERT_MESSAGE + " ON CONFLICT (uid) DO UPDATE SET "
     + ", ".join(f"{column} = excluded.{column}" for column in _MESSAGE_COLUMNS[1:])
 )
 
@@ -184,12 +189,12 @@ def _token(m: Message) -> bytes | None:
 
 
 def _migrate_from_2(db: sqlite3.Connection) -> None:
-    """Schema 2 kept a full row (content and body) per message; schema 3 keeps each distinct content once
-    (the copies of one topic message share it) and a reference per message. In one transaction."""
+    """Schema 2 kept a full row (content and body) per message; since schema 3 each distinct content is
+    kept once (the copies of one topic message share it) with a reference per message. In one transaction."""
     db.execute("BEGIN")
     db.execute("ALTER TABLE messages RENAME TO messages_v2")
     db.execute("DROP INDEX messages_owner")
-    for statement in _MESSAGE_TABLES:
+    for statement in (_PAYLOADS_TABLE, *_MESSAGE_TABLES):
         db.execute(statement)
     payloads: dict[tuple[str, bytes], int] = {}
     rows = db.execute(
@@ -205,13 +210,30 @@ def _migrate_from_2(db: sqlite3.Connection) -> None:
             payload = payloads[key] = uid
             db.execute("INSERT INTO payloads VALUES (?, ?, ?)", (payload, content, body))
         own = (uid, owner, sub, seq, delivery_count, state, locked_until, lock_token, d[13], d[14], d[18])
-        db.execute(_PUT_MESSAGE, (*own, None, payload))
+        db.execute(_INSERT_MESSAGE, (*own, None, payload, None, None))
     db.execute("DROP TABLE messages_v2")
-    db.execute("UPDATE schema_version SET version = 3")
+    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
     db.execute("COMMIT")
 
 
-_MIGRATIONS = {2: _migrate_from_2}
+def _migrate_from_3(db: sqlite3.Connection) -> None:
+    """Schema 3 referenced a payload row from every message row; schema 4 keeps a content no other message
+    shares in the message's own row (rows written from now on: the existing ones keep their payloads). In
+    one transaction."""
+    db.execute("BEGIN")
+    for old in ("TRIGGER payload_released", "TRIGGER payload_replaced", "INDEX messages_owner",
+                "INDEX messages_payload"):
+        db.execute(f"DROP {old}")
+    db.execute("ALTER TABLE messages RENAME TO messages_v3")
+    for statement in _MESSAGE_TABLES:
+        db.execute(statement)
+    db.execute("INSERT INTO messages SELECT *, NULL, NULL FROM messages_v3")
+    db.execute("DROP TABLE messages_v3")
+    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+    db.execute("COMMIT")
+
+
+_MIGRATIONS = {2: _migrate_from_2, 3: _migrate_from_3}
 
 
 class SqliteStore:
@@ -249,7 +271,8 @@ class SqliteStore:
             others = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
             if others:
                 raise StoreError(f"{self.path} is not an sbfed namespace store (no schema_version table).")
-            self._db.executescript("BEGIN;" + _SCHEMA + ";\n".join(_MESSAGE_TABLES) + ";COMMIT;")
+            tables = ";\n".join((_PAYLOADS_TABLE, *_MESSAGE_TABLES))
+            self._db.executescript("BEGIN;" + _SCHEMA + tables + ";COMMIT;")
             self._db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
             return
         row = self._db.execute("SELECT version FROM schema_version").fetchone()
@@ -282,8 +305,9 @@ class SqliteStore:
         payloads = {row[0]: row for row in db.execute("SELECT id, data, body FROM payloads")}
         templates: dict[int, Message] = {}
         messages = []
-        for owner, sub, payload, *rest in db.execute(
-            "SELECT m.owner, m.sub, m.payload, m.uid, m.seq, coalesce(s.delivery_count, m.delivery_count), "
+        for owner, sub, payload, data, body, *rest in db.execute(
+            "SELECT m.owner, m.sub, m.payload, m.data, m.body, m.uid, m.seq, "
+            "coalesce(s.delivery_count, m.delivery_count), "
             "coalesce(s.state, m.state), "
             "CASE WHEN s.uid IS NULL THEN m.locked_until ELSE s.locked_until END, "
             "CASE WHEN s.uid IS NULL THEN m.lock_token ELSE s.lock_token END, "
@@ -291,6 +315,11 @@ class SqliteStore:
             "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid "
             "ORDER BY m.owner, m.sub, m.seq, m.uid"
         ):
+            if payload is None:  # the row holds its own content
+                m = _message(_template(0, data, body), rest)
+                m.content.shared = False  # the template is dropped: the content is this message's alone
+                messages.append((owner, sub, m))
+                continue
             template = templates.get(payload)
             if template is None:
                 template = templates[payload] = _template(*payloads.pop(payload))
@@ -374,9 +403,10 @@ class SqliteStore:
                 self._settled_torn = True
 
     def _put_messages(self, puts: list[tuple[str, int, Message]]) -> dict[MessageContent, tuple[int, Any]]:
-        """Message rows, and a payload row for each content not stored yet (once for all its copies in
-        this change set); the contents newly stored, with their payload id and property dict. A message
-        not stored before is a plain insert (most rows: new messages); a stored one replaces its row."""
+        """Message rows: a content no other message shares (`shared` is set by `Message.copy`) in the row
+        itself, any other in a payload row stored once for all its copies; the contents newly stored as
+        payloads, with their payload id and property dict. A message not stored before is a plain insert
+        (most rows: new messages); a stored one replaces its row."""
         db = self._db
         stored: dict[MessageContent, tuple[int, Any]] = {}
         kept: dict[int, tuple[MessageContent, Any]] = {}  # payloads stored by an earlier commit
@@ -384,18 +414,25 @@ class SqliteStore:
         inf = math.inf
         for owner, sub, m in puts:
             c = m.content
-            payload, properties = c.payload, c.payload_properties
-            if payload:
-                kept[payload] = (c, properties)
-            else:
-                new = stored.get(c)
-                if new is None:
-                    new = stored[c] = (self._next_payload, m.application_properties)
-                    self._next_payload += 1
-                payload, properties = new
             own = m.application_properties
             expires = m.expires_at
             token = m.lock_token
+            payload = c.payload
+            if not payload and not c.shared:
+                own_properties = None  # in the row's data
+                content = (None, _payload_data(c, own), c.body)
+            else:
+                if payload:
+                    properties = c.payload_properties
+                    kept[payload] = (c, properties)
+                else:
+                    new = stored.get(c)
+                    if new is None:
+                        new = stored[c] = (self._next_payload, own)
+                        self._next_payload += 1
+                    payload, properties = new
+                own_properties = None if own is properties else dumps(encode_properties(own))
+                content = (payload, None, None)
             row = (
                 m.uid,
                 owner,
@@ -408,14 +445,13 @@ class SqliteStore:
                 m.enqueued_time,
                 None if expires == inf else expires,
                 m.size,
-                None if own is properties else dumps(encode_properties(own)),
-                payload,
+                own_properties,
+                *content,
             )
             (rewritten if m.persisted else new_rows).append(row)
-        db.executemany(
-            "INSERT INTO payloads VALUES (?, ?, ?)",
-            [(payload, _payload_data(c, properties), c.body) for c, (payload, properties) in stored.items()],
-        )
+        if stored:
+            rows = [(payload, _payload_data(c, props), c.body) for c, (payload, props) in stored.items()]
+            db.executemany("INSERT INTO payloads VALUES (?, ?, ?)", rows)
         if new_rows:
             db.executemany(_INSERT_MESSAGE, new_rows)
         if rewritten:  # a full row carries the current state: drop older overrides

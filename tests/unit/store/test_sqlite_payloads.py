@@ -54,6 +54,15 @@ def counts(path: Path) -> tuple[int, int]:
         db.close()
 
 
+def own_contents(path: Path) -> int:
+    """Message rows that hold their content themselves (no payload row)."""
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT count(*) FROM messages WHERE payload IS NULL").fetchone()[0]
+    finally:
+        db.close()
+
+
 def fan_out_topic(path: Path, clock: FakeClock) -> Namespace:
     """Topic "t" with subscriptions a, b (every message) and c (every message, SET seen = TRUE)."""
     ns = Namespace.open(SqliteStore(path), clock=clock)
@@ -130,7 +139,7 @@ def test_deleting_a_subscription_keeps_the_payload_for_the_others(tmp_path: Path
     ns2.close()
 
 
-def test_a_copy_that_changes_its_content_gets_a_payload_of_its_own(tmp_path: Path) -> None:
+def test_a_copy_that_changes_its_content_keeps_it_in_its_own_row(tmp_path: Path) -> None:
     clock = FakeClock()
     path = tmp_path / "ns.db"
     ns = fan_out_topic(path, clock)
@@ -140,8 +149,9 @@ def test_a_copy_that_changes_its_content_gets_a_payload_of_its_own(tmp_path: Pat
     ns.update_subscription("t", SubscriptionProperties("b", forward_to="q"))
     ns.send("t", Message(b"body", message_id="m", subject="original"))
     ns.commit()
-    # a and c share the sender's content; b's forwarded copy (hop count) and d's (label) have their own
-    assert counts(path) == (3, 4)
+    # a and c share the sender's content; b's forwarded copy (hop count) and d's (label) have their own,
+    # which no other message shares: kept in their rows
+    assert counts(path) == (1, 4) and own_contents(path) == 2
     ns.close()
     ns2 = Namespace.open(SqliteStore(path), clock=clock)
     paths = ("t/Subscriptions/a", "t/Subscriptions/d", "q")
@@ -156,12 +166,12 @@ def test_an_activated_topic_message_is_stored_once_for_its_copies(tmp_path: Path
     ns = fan_out_topic(path, clock)
     ns.schedule("t", Message(b"later", message_id="m", scheduled_enqueue_time=clock.now() + 10))
     ns.commit()
-    assert counts(path) == (1, 1)
+    assert counts(path) == (0, 1) and own_contents(path) == 1  # waiting, in the topic alone
     clock.advance(10)
     ns.tick()
     ns.commit()
     # activation gave it a new sequence number (a new content, stored once for its three copies); the
-    # scheduled row was the last reference to the old payload
+    # scheduled row, which held the old one, is gone
     assert counts(path) == (1, 3)
     for name in "abc":
         (m,) = ns.receive(f"t/Subscriptions/{name}", 1, ReceiveMode.RECEIVE_AND_DELETE)
@@ -173,11 +183,12 @@ def test_an_activated_topic_message_is_stored_once_for_its_copies(tmp_path: Path
 
 def test_a_payload_whose_copies_all_went_is_stored_again_for_a_new_reference(tmp_path: Path) -> None:
     path = tmp_path / "ns.db"
-    ns = Namespace.open(SqliteStore(path), clock=FakeClock())
+    ns = fan_out_topic(path, FakeClock())
     ns.create_queue(QueueProperties("q"))
-    ns.send("q", Message(b"body", {"k": "v"}, message_id="m"))
+    ns.send("t", Message(b"body", {"k": "v"}, message_id="m"))
     ns.commit()
-    (m,) = ns.receive("q", 1, ReceiveMode.RECEIVE_AND_DELETE)
+    for name in "bca":
+        (m,) = ns.receive(f"t/Subscriptions/{name}", 1, ReceiveMode.RECEIVE_AND_DELETE)
     ns.commit()
     assert counts(path) == (0, 0) and m.content.payload
     twin = m.copy()  # a new row pointing at the content whose payload row is gone
@@ -194,7 +205,7 @@ def test_a_schema_2_store_is_migrated(tmp_path: Path) -> None:
     clock = FakeClock(WRITTEN_AT + 10)
     ns = Namespace.open(SqliteStore(path), clock=clock)
     db = sqlite3.connect(path)
-    assert db.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+    assert db.execute("SELECT version FROM schema_version").fetchall() == [(sqlite.SCHEMA_VERSION,)]
     assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_v2'").fetchall()
     db.close()
     # 9 messages; t-blue's copies in "all" and "blue" had the same row and now share one payload
@@ -229,7 +240,7 @@ def test_a_schema_2_store_is_migrated(tmp_path: Path) -> None:
     assert [m.message_id for m in ns.peek("t/Subscriptions/blue", 0, 10)] == ["t-blue", "t-later"]
     ns.close()
 
-    ns2 = Namespace.open(SqliteStore(path), clock=clock)  # and it reopens as a schema-3 store
+    ns2 = Namespace.open(SqliteStore(path), clock=clock)  # and it reopens as a current store
     assert [m.message_id for m in ns2.peek("t/Subscriptions/all", 0, 10)] == ["t-red", "t-blue", "t-later"]
     assert [m.message_id for m in ns2.peek("q", 0, 10)] == ["q2"]
     ns2.close()
@@ -258,4 +269,66 @@ def test_a_migration_that_fails_leaves_the_schema_2_file_as_it_was(tmp_path: Pat
     ns = Namespace.open(SqliteStore(path), clock=FakeClock(WRITTEN_AT + 10))
     assert [m.message_id for m in ns.peek("t/Subscriptions/all", 0, 10)] == ["t-red", "t-blue"]
     assert counts(path) == (8, 9)
+    ns.close()
+
+
+# `fixtures/namespace-v3.db` was written by the schema-3 store (commit 65c3acc) with FakeClock(1_700_000_000):
+# queue "q" (lock 1 min) got q0, q1 (body b"q-body-<i>", {"n": i}, annotation x-opt-k = i); topic "t" with
+# subscriptions "a" and "b" got "t0" (subject "paint", {"color": "red"}); committed; then q0 received
+# (locked).
+V3_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v3.db"
+
+
+def test_a_schema_3_store_is_migrated_and_new_messages_hold_their_content(tmp_path: Path) -> None:
+    path = tmp_path / "ns.db"
+    shutil.copy(V3_FIXTURE, path)
+    clock = FakeClock(WRITTEN_AT + 10)
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_version").fetchall() == [(sqlite.SCHEMA_VERSION,)]
+    assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_v3'").fetchall()
+    db.close()
+    assert counts(path) == (3, 4) and own_contents(path) == 0  # the rows keep their payloads
+    locked, q1 = ns.peek("q", 0, 10)
+    assert [(m.message_id, m.body, m.application_properties, m.annotations) for m in (locked, q1)] == [
+        ("q0", b"q-body-0", {"n": 0}, {"x-opt-k": 0}),
+        ("q1", b"q-body-1", {"n": 1}, {"x-opt-k": 1}),
+    ]
+    assert locked.locked_until == WRITTEN_AT + 60 and locked.lock_token is not None
+    (a,), (b,) = ns.peek("t/Subscriptions/a", 0, 10), ns.peek("t/Subscriptions/b", 0, 10)
+    assert a.content is b.content and (a.subject, a.application_properties) == ("paint", {"color": "red"})
+
+    ns.complete("q", [locked.lock_token])  # the lock taken under schema 3 still holds; its payload goes
+    ns.send("q", Message(b"new", {"n": 2}, message_id="q2"))
+    ns.commit()
+    assert counts(path) == (2, 4) and own_contents(path) == 1
+    ns.close()
+    ns2 = Namespace.open(SqliteStore(path), clock=clock)
+    assert [(m.message_id, m.body) for m in ns2.peek("q", 0, 10)] == [("q1", b"q-body-1"), ("q2", b"new")]
+    ns2.close()
+
+
+def test_a_message_holding_its_content_survives_restarts_and_changes(tmp_path: Path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "ns.db"
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    ns.create_queue(QueueProperties("q"))
+    ns.send("q", Message(b"body", {"k": "v"}, message_id="m", annotations={"x-opt-a": 1}, time_to_live=600.0))
+    ns.commit()
+    assert counts(path) == (0, 1) and own_contents(path) == 1
+    ns.close()
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    (m,) = ns.receive("q", 1)
+    assert (m.body, m.application_properties, m.annotations, m.time_to_live) == (
+        b"body", {"k": "v"}, {"x-opt-a": 1}, 600.0)
+    ns.dead_letter("q", [m.lock_token], "why", "because")  # a change of its properties, row rewritten
+    ns.commit()
+    assert counts(path) == (0, 1) and own_contents(path) == 1
+    ns.close()
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    (dead,) = ns.peek("q/$DeadLetterQueue", 0, 1)
+    assert (dead.body, dead.dead_letter_reason, dead.application_properties["k"]) == (b"body", "why", "v")
+    (dead,) = ns.receive("q/$DeadLetterQueue", 1, ReceiveMode.RECEIVE_AND_DELETE)
+    ns.commit()
+    assert counts(path) == (0, 0)
     ns.close()
