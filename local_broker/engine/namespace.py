@@ -12,6 +12,7 @@ import math
 import uuid
 import zlib
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any
 
 from local_broker.engine.clock import Clock, SystemClock
@@ -96,27 +97,25 @@ def _value_size(v: Any) -> int:
     return 8 if v is not None else 1
 
 
+# The content's string fields a message's size counts, read in one C call.
+_COUNTED_FIELDS = attrgetter(
+    "message_id", "correlation_id", "session_id", "reply_to_session_id", "partition_key", "subject", "to",
+    "reply_to", "content_type",
+)
+
+
 def message_size(m: Message) -> int:
     """len(body) plus the system and application properties, as Service Bus counts a message."""
-    size = len(m.body) + 32
-    for v in (
-        m.message_id,
-        m.correlation_id,
-        m.session_id,
-        m.reply_to_session_id,
-        m.partition_key,
-        m.subject,
-        m.to,
-        m.reply_to,
-        m.content_type,
-    ):
+    c = m.content
+    size = len(c.body) + 32
+    for v in _COUNTED_FIELDS(c):
         if v:
             size += len(v)
     ap = m.application_properties
     if ap:
         for k, v in ap.items():
             size += len(k) + _value_size(v)
-    an = m.annotations
+    an = c.annotations
     if an:
         for k, v in an.items():
             size += len(k) + _value_size(v)
@@ -155,6 +154,8 @@ class Namespace(Management, Transactions):
         self._ticket = itertools.count()
         self._lock_heap: list[tuple[float, int, list[Message]]] = []  # messages locked until then
         self._tokens = LockTokens()
+        # Message ids the broker gives: a random prefix per namespace and a counter (no uuid4 per message).
+        self._message_ids = itertools.count((uuid.uuid4().int >> 48) << 48).__next__
         self._session_heap: list[tuple[float, int, SubQueue, SessionLock]] = []
         # Messages expiring then. Consecutive placements with one deadline (the copies of a topic message,
         # a batch sent in one call) share the entry pushed last, `_expiring`, while it is in the heap.
@@ -344,8 +345,9 @@ class Namespace(Management, Transactions):
         total = 0
         for m in messages:
             if m.message_id is None:  # Service Bus gives every message an id: a GUID without dashes
-                m.message_id = self._tokens.new().hex  # unique like a lock token (uuid4 is a system call)
-            if m.application_properties or m.annotations:
+                m.message_id = f"{self._message_ids():032x}"
+            c = m.content
+            if m.application_properties or c.annotations:
                 self._check_properties(m)
             size = message_size(m)
             if size > max_size:
@@ -353,7 +355,7 @@ class Namespace(Management, Transactions):
                     f"The message size {size} bytes exceeds the limit of {max_size} bytes allowed on "
                     f"entity '{target.path}'."
                 )
-            if size - len(m.body) > MAX_HEADER_BYTES:
+            if size - len(c.body) > MAX_HEADER_BYTES:
                 raise MessageSizeExceededError(
                     "A serialization error occurred while processing the message header stream. The "
                     f"serialization process return the following message: The size quota for this stream "
@@ -362,9 +364,9 @@ class Namespace(Management, Transactions):
                 )
             m.size = size
             total += size
-            sid = m.session_id
-            mid = m.message_id
-            pk = m.partition_key
+            sid = c.session_id
+            mid = c.message_id
+            pk = c.partition_key
             if requires_session and sid is None:
                 raise NotAllowedError(_NO_SESSION_ID)
             if (
