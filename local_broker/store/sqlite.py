@@ -27,6 +27,7 @@ import sqlite3
 import struct
 import time
 import uuid
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -64,25 +65,19 @@ CREATE TABLE message_states (
 # The message tables of this schema version, one statement each (a migration runs them in its transaction).
 _PAYLOADS_TABLE = "CREATE TABLE payloads (id INTEGER PRIMARY KEY, data TEXT NOT NULL, body BLOB NOT NULL)"
 _MESSAGE_TABLES = (
-    # One row per message in a sub-queue: its own state, and its content: in the row itself (`data` as a
-    # payload's, `body`) when no other message shares it (a queue's messages: one row per send), else
-    # `payload` references the content stored once for all the copies of a topic message; `properties`
-    # NULL: the payload's.
+    # One row per message in a sub-queue. `record` (JSON) holds its own state: [delivery count, state,
+    # locked until, lock token (hex), enqueued time, expires at (null: never), size, application properties
+    # (null: its content's), content]. The content is in the row itself (`content` as a payload's `data`,
+    # `body`) when no other message shares it (a queue's messages: one row per send); else `payload`
+    # references the content stored once for all the copies of a topic message (`content` null).
+    # Few columns: each one bound costs the hot path more than its part of one JSON text.
     """CREATE TABLE messages (
         uid INTEGER PRIMARY KEY,
         owner TEXT NOT NULL,
         sub INTEGER NOT NULL,
         seq INTEGER NOT NULL,
-        delivery_count INTEGER NOT NULL,
-        state INTEGER NOT NULL,
-        locked_until REAL,
-        lock_token BLOB,
-        enqueued_time REAL NOT NULL,
-        expires_at REAL,
-        size INTEGER NOT NULL,
-        properties TEXT,
+        record TEXT NOT NULL,
         payload INTEGER,
-        data TEXT,
         body BLOB
     )""",
     "CREATE INDEX messages_owner ON messages (owner, sub, seq)",
@@ -98,45 +93,45 @@ _MESSAGE_TABLES = (
             AND NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
        BEGIN DELETE FROM payloads WHERE id = OLD.payload; END""",
 )
-
-_MESSAGE_COLUMNS = ("uid", "owner", "sub", "seq", "delivery_count", "state", "locked_until", "lock_token")
-_MESSAGE_COLUMNS += ("enqueued_time", "expires_at", "size", "properties", "payload", "data", "body")
-_INSERT_MESSAGE = f"INSERT INTO messages VALUES ({', '.join('?' * len(_MESSAGE_COLUMNS))})"
+_INSERT_MESSAGE = "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)"
 _PUT_MESSAGE = (
     _INSERT_MESSAGE + " ON CONFLICT (uid) DO UPDATE SET "
-    + ", ".join(f"{column} = excluded.{column}" for column in _MESSAGE_COLUMNS[1:])
+    + ", ".join(f"{name} = excluded.{name}" for name in ("owner", "sub", "seq", "record", "payload", "body"))
 )
 
 
+# The content fields a payload's `data` holds, in order (body, annotations and properties apart).
+_DATA_FIELDS = attrgetter(
+    "message_id", "correlation_id", "session_id", "reply_to_session_id", "partition_key", "via_partition_key",
+    "subject", "to", "reply_to", "content_type", "time_to_live", "scheduled_enqueue_time",
+    "enqueued_sequence_number", "dead_letter_source", "partition_id", "hop_count",
+)
+
+
+def _content(c: MessageContent, properties: dict[str, Any]) -> list[Any]:
+    """A payload's `data` (as a list): the content fields (body apart) and the application properties."""
+    return [*_DATA_FIELDS(c), encode_properties(c.annotations), encode_properties(properties)]
+
+
+def _record(delivery_count: int, state: int, locked_until: float | None, lock_token: bytes | None,
+            enqueued_time: float, expires_at: float | None, size: int, properties: Any, content: Any) -> str:
+    """A message row's `record` (see the table)."""
+    token = None if lock_token is None else lock_token.hex()
+    return dumps([delivery_count, state, locked_until, token, enqueued_time, expires_at, size, properties,
+                  content])
+
+
 def _payload_data(c: MessageContent, properties: dict[str, Any]) -> str:
-    """A payload row's `data`: the content fields (body apart) and the application properties."""
-    return dumps(
-        [
-            c.message_id,
-            c.correlation_id,
-            c.session_id,
-            c.reply_to_session_id,
-            c.partition_key,
-            c.via_partition_key,
-            c.subject,
-            c.to,
-            c.reply_to,
-            c.content_type,
-            c.time_to_live,
-            c.scheduled_enqueue_time,
-            c.enqueued_sequence_number,
-            c.dead_letter_source,
-            c.partition_id,
-            c.hop_count,
-            encode_properties(c.annotations),
-            encode_properties(properties),
-        ]
-    )
+    """A payload row's `data`."""
+    return dumps(_content(c, properties))
 
 
-def _template(payload: int, data: str, body: bytes) -> Message:
-    """A message holding a stored payload's content, for the copies that reference it."""
-    d = loads(data)
+def _token(m: Message) -> bytes | None:
+    return None if m.lock_token is None else m.lock_token.bytes
+
+
+def _template(payload: int, d: list[Any], body: bytes) -> Message:
+    """A message holding a content (a payload's `data` decoded), for the copies that reference it."""
     m = Message(
         bytes(body),
         decode_properties(d[17]),
@@ -163,29 +158,30 @@ def _template(payload: int, data: str, body: bytes) -> Message:
     return m
 
 
-def _message(template: Message, row: tuple[Any, ...]) -> Message:
-    """One stored copy: its own state over the content it shares with the payload's other copies."""
-    uid, seq, delivery_count, state, locked_until, lock_token, enqueued_time, expires, size, properties = row
+def _message(template: Message, uid: int, seq: int, record: list[Any],
+             state: list[Any] | None) -> Message:
+    """One stored copy: its own state (`record`, with `state` from message_states over its first four
+    fields) over the content it shares with the payload's other copies."""
+    delivery_count, message_state, locked_until, token, enqueued_time, expires, size, properties, _ = record
+    if state is not None:
+        delivery_count, message_state, locked_until, lock_token = state
+    else:
+        lock_token = None if token is None else bytes.fromhex(token)
     m = template.copy()
     m.uid = uid
     m.sequence_number = seq
     m.delivery_count = delivery_count
-    m.state = MessageState(state)
+    m.state = MessageState(message_state)
     m.locked_until = locked_until
     m.lock_token = None if lock_token is None else uuid.UUID(bytes=lock_token)
     m.enqueued_time = enqueued_time
     m.expires_at = math.inf if expires is None else expires
     m.size = size
-    content = m.content
     m.application_properties = (
-        content.payload_properties if properties is None else decode_properties(loads(properties))
+        m.content.payload_properties if properties is None else decode_properties(properties)
     )
     m.persisted = True
     return m
-
-
-def _token(m: Message) -> bytes | None:
-    return None if m.lock_token is None else m.lock_token.bytes
 
 
 def _migrate_from_2(db: sqlite3.Connection) -> None:
@@ -202,24 +198,24 @@ def _migrate_from_2(db: sqlite3.Connection) -> None:
         "FROM messages_v2 ORDER BY uid"
     )
     for uid, owner, sub, seq, delivery_count, state, locked_until, lock_token, data, body in rows:
-        d = loads(data)  # schema 2's order: see _payload_data for what moved where
+        d = loads(data)  # schema 2's order: see _content for what moved where
         content = dumps([*d[0:13], d[15], d[16], d[17], d[20], d[19]])
         key = (content, hashlib.sha256(body).digest())
         payload = payloads.get(key)
         if payload is None:
             payload = payloads[key] = uid
             db.execute("INSERT INTO payloads VALUES (?, ?, ?)", (payload, content, body))
-        own = (uid, owner, sub, seq, delivery_count, state, locked_until, lock_token, d[13], d[14], d[18])
-        db.execute(_INSERT_MESSAGE, (*own, None, payload, None, None))
+        record = _record(delivery_count, state, locked_until, lock_token, d[13], d[14], d[18], None, None)
+        db.execute(_INSERT_MESSAGE, (uid, owner, sub, seq, record, payload, None))
     db.execute("DROP TABLE messages_v2")
     db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
     db.execute("COMMIT")
 
 
 def _migrate_from_3(db: sqlite3.Connection) -> None:
-    """Schema 3 referenced a payload row from every message row; schema 4 keeps a content no other message
-    shares in the message's own row (rows written from now on: the existing ones keep their payloads). In
-    one transaction."""
+    """Schema 3 referenced a payload row from every message row and kept a message's state in columns;
+    schema 4 keeps a content no other message shares in the message's own row (rows written from now on:
+    the existing ones keep their payloads) and its state in one JSON record. In one transaction."""
     db.execute("BEGIN")
     for old in ("TRIGGER payload_released", "TRIGGER payload_replaced", "INDEX messages_owner",
                 "INDEX messages_payload"):
@@ -227,7 +223,13 @@ def _migrate_from_3(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE messages RENAME TO messages_v3")
     for statement in _MESSAGE_TABLES:
         db.execute(statement)
-    db.execute("INSERT INTO messages SELECT *, NULL, NULL FROM messages_v3")
+    rows = db.execute(
+        "SELECT uid, owner, sub, seq, delivery_count, state, locked_until, lock_token, enqueued_time, "
+        "expires_at, size, properties, payload FROM messages_v3"
+    )
+    for uid, owner, sub, seq, *state, properties, payload in rows:
+        record = _record(*state, None if properties is None else loads(properties), None)
+        db.execute(_INSERT_MESSAGE, (uid, owner, sub, seq, record, payload, None))
     db.execute("DROP TABLE messages_v3")
     db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
     db.execute("COMMIT")
@@ -305,25 +307,24 @@ class SqliteStore:
         payloads = {row[0]: row for row in db.execute("SELECT id, data, body FROM payloads")}
         templates: dict[int, Message] = {}
         messages = []
-        for owner, sub, payload, data, body, *rest in db.execute(
-            "SELECT m.owner, m.sub, m.payload, m.data, m.body, m.uid, m.seq, "
-            "coalesce(s.delivery_count, m.delivery_count), "
-            "coalesce(s.state, m.state), "
-            "CASE WHEN s.uid IS NULL THEN m.locked_until ELSE s.locked_until END, "
-            "CASE WHEN s.uid IS NULL THEN m.lock_token ELSE s.lock_token END, "
-            "m.enqueued_time, m.expires_at, m.size, m.properties "
+        for owner, sub, uid, seq, text, payload, body, changed, *state in db.execute(
+            "SELECT m.owner, m.sub, m.uid, m.seq, m.record, m.payload, m.body, s.uid, s.delivery_count, "
+            "s.state, s.locked_until, s.lock_token "
             "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid "
             "ORDER BY m.owner, m.sub, m.seq, m.uid"
         ):
+            record = loads(text)
+            own_state = None if changed is None else state
             if payload is None:  # the row holds its own content
-                m = _message(_template(0, data, body), rest)
+                m = _message(_template(0, record[8], body), uid, seq, record, own_state)
                 m.content.shared = False  # the template is dropped: the content is this message's alone
                 messages.append((owner, sub, m))
                 continue
             template = templates.get(payload)
             if template is None:
-                template = templates[payload] = _template(*payloads.pop(payload))
-            messages.append((owner, sub, _message(template, rest)))
+                _, data, payload_body = payloads.pop(payload)
+                template = templates[payload] = _template(payload, loads(data), payload_body)
+            messages.append((owner, sub, _message(template, uid, seq, record, own_state)))
         dedup = list(db.execute("SELECT owner, message_id, at FROM dedup ORDER BY at"))
         sessions = [
             (o, s, bytes(b)) for o, s, b in db.execute("SELECT owner, session_id, state FROM session_states")
@@ -419,8 +420,7 @@ class SqliteStore:
             token = m.lock_token
             payload = c.payload
             if not payload and not c.shared:
-                own_properties = None  # in the row's data
-                content = (None, _payload_data(c, own), c.body)
+                own_properties, content, body = None, _content(c, own), c.body  # in the row
             else:
                 if payload:
                     properties = c.payload_properties
@@ -431,23 +431,12 @@ class SqliteStore:
                         new = stored[c] = (self._next_payload, own)
                         self._next_payload += 1
                     payload, properties = new
-                own_properties = None if own is properties else dumps(encode_properties(own))
-                content = (payload, None, None)
-            row = (
-                m.uid,
-                owner,
-                sub,
-                m.sequence_number,
-                m.delivery_count,
-                m.state,
-                m.locked_until,
-                None if token is None else token.bytes,
-                m.enqueued_time,
-                None if expires == inf else expires,
-                m.size,
-                own_properties,
-                *content,
-            )
+                own_properties = None if own is properties else encode_properties(own)
+                content = body = None
+            record = _record(m.delivery_count, m.state, m.locked_until,
+                             None if token is None else token.bytes, m.enqueued_time,
+                             None if expires == inf else expires, m.size, own_properties, content)
+            row = (m.uid, owner, sub, m.sequence_number, record, payload or None, body)
             (rewritten if m.persisted else new_rows).append(row)
         if stored:
             rows = [(payload, _payload_data(c, props), c.body) for c, (payload, props) in stored.items()]
