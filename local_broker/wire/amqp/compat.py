@@ -46,21 +46,6 @@ def receive(link: Any, delivery: Any) -> bytes:
     return bytes(payload) if got == size else bytes(payload[:max(got, 0)])
 
 
-class HeldDelivery:
-    """A C delivery the broker answers after the commit, kept alive by a proton reference until then (the
-    connection may be freed in between). Lighter than proton's Python wrapper, which also gives the
-    delivery a record of Python attributes."""
-
-    __slots__ = ("impl",)
-
-    def __init__(self, impl: Any) -> None:
-        _LIB.pn_incref(impl)
-        self.impl = impl
-
-    def __del__(self) -> None:
-        _LIB.pn_decref(self.impl)
-
-
 class TransferFormats:
     """The message-format of a connection's incoming transfers, read from the frames themselves.
 

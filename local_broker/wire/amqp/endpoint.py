@@ -137,6 +137,7 @@ class NamespaceEndpoint(Handler):
         self.connections: set[Connection] = set()
         self.replies: list[tuple[Callable[[], None], Callable[[BrokerError], None] | None]] = []
         self.echoes: list[Any] = []  # C deliveries whose settlement is echoed after the commit (referenced)
+        self.accepts: list[Any] = []  # C deliveries of sends accepted after the commit (referenced)
         self.failure: BrokerError | None = None  # why the last commit failed
         self.turn = engine_thread.turn
         namespace.on_available(self._on_available)
@@ -166,6 +167,7 @@ class NamespaceEndpoint(Handler):
         """
         replies, self.replies = self.replies, []
         echoes, self.echoes = self.echoes, []
+        accepts, self.accepts = self.accepts, []
         new_data, self.new_data = self.new_data, False
         self.failure = None
         try:
@@ -176,7 +178,7 @@ class NamespaceEndpoint(Handler):
             self.failure = exc if isinstance(exc, BrokerError) else StoreWriteError(
                 f"The namespace's store could not be synced to disk: {exc}. Retry.")
             log_event(log, logging.ERROR, "commit-failed", namespace=self.name,
-                      error=self.failure.description, operations=len(replies) + len(echoes))
+                      error=self.failure.description, operations=len(replies) + len(echoes) + len(accepts))
             self.ready_paths.update(self.receivers)  # messages handed out this turn are available again
             self.turn.rearm = True  # the engine is back at its last commit, its deadlines with it
         for action, refuse in replies:
@@ -184,11 +186,13 @@ class NamespaceEndpoint(Handler):
                 self._after_commit(action)
             else:
                 refuse(self.failure)
-        if echoes:
+        for answer, deliveries in ((compat.echo_outcome, echoes), (compat.accept, accepts)):
+            if not deliveries:
+                continue
             if self.failure is None:
-                self._after_commit(lambda: _echo(echoes))
+                self._after_commit(lambda answer=answer, deliveries=deliveries: _answer(deliveries, answer))
             else:
-                _refuse(echoes, self.failure)
+                _refuse(deliveries, self.failure)
 
     def next_deadline(self) -> float | None:
         return self.ns.next_deadline()
@@ -528,8 +532,8 @@ class NamespaceEndpoint(Handler):
         if _LIB.pn_delivery_settled(delivery):
             _LIB.pn_delivery_settle(delivery)
         else:
-            held = compat.HeldDelivery(delivery)
-            self.respond(lambda: compat.accept(held.impl), _rejection(held))
+            _LIB.pn_incref(delivery)  # the connection may be freed before the commit
+            self.accepts.append(delivery)
 
     def _log_refusal(self, event: str, state: LinkState, exc: BrokerError) -> None:
         log_event(log, logging.INFO, event, namespace=self.name, peer=state.connection.peer,
@@ -650,9 +654,9 @@ class NamespaceEndpoint(Handler):
             self.echoes.append(delivery)
 
 
-def _echo(deliveries: list[Any]) -> None:
+def _answer(deliveries: list[Any], answer: Callable[[Any], None]) -> None:
     for delivery in deliveries:
-        compat.echo_outcome(delivery)
+        answer(delivery)
         _LIB.pn_decref(delivery)
 
 
@@ -660,11 +664,6 @@ def _refuse(deliveries: list[Any], exc: BrokerError) -> None:
     for delivery in deliveries:
         compat.reject(delivery, exc.amqp_condition, exc.description)
         _LIB.pn_decref(delivery)
-
-
-def _rejection(held: compat.HeldDelivery) -> Callable[[BrokerError], None]:
-    """How a delivery is answered when the commit it waited for failed."""
-    return lambda exc: compat.reject(held.impl, exc.amqp_condition, exc.description)
 
 
 def _reply_link(request: Link, reply_to: str | None) -> Link | None:
