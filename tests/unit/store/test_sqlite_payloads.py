@@ -200,15 +200,20 @@ def test_a_payload_whose_copies_all_went_is_stored_again_for_a_new_reference(tmp
     assert (restored.body, restored.application_properties, restored.message_id) == (b"body", {"k": "v"}, "m")
 
 
-def test_a_schema_2_store_is_migrated(tmp_path: Path) -> None:
-    path = tmp_path / "ns.db"
-    shutil.copy(V2_FIXTURE, path)
-    clock = FakeClock(WRITTEN_AT + 10)
+def open_migrated(fixture: Path, path: Path, clock: FakeClock, old_table: str) -> Namespace:
+    """A copy of an older store's fixture opened: it is now of the current schema, its old table gone."""
+    shutil.copy(fixture, path)
     ns = Namespace.open(SqliteStore(path), clock=clock)
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_version").fetchall() == [(sqlite.SCHEMA_VERSION,)]
-    assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_v2'").fetchall()
+    assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (old_table,)).fetchall()
     db.close()
+    return ns
+
+
+def test_a_schema_2_store_is_migrated(tmp_path: Path) -> None:
+    path, clock = tmp_path / "ns.db", FakeClock(WRITTEN_AT + 10)
+    ns = open_migrated(V2_FIXTURE, path, clock, "messages_v2")
     # 9 messages; t-blue's copies in "all" and "blue" had the same row and now share one payload
     # (t-red's copy in "red" was changed by its rule's action)
     assert counts(path) == (8, 9)
@@ -281,14 +286,8 @@ V3_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v3.db"
 
 
 def test_a_schema_3_store_is_migrated_and_new_messages_hold_their_content(tmp_path: Path) -> None:
-    path = tmp_path / "ns.db"
-    shutil.copy(V3_FIXTURE, path)
-    clock = FakeClock(WRITTEN_AT + 10)
-    ns = Namespace.open(SqliteStore(path), clock=clock)
-    db = sqlite3.connect(path)
-    assert db.execute("SELECT version FROM schema_version").fetchall() == [(sqlite.SCHEMA_VERSION,)]
-    assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_v3'").fetchall()
-    db.close()
+    path, clock = tmp_path / "ns.db", FakeClock(WRITTEN_AT + 10)
+    ns = open_migrated(V3_FIXTURE, path, clock, "messages_v3")
     assert counts(path) == (3, 4) and own_contents(path) == 0  # the rows keep their payloads
     locked, q1 = ns.peek("q", 0, 10)
     assert [(m.message_id, m.body, m.application_properties, m.annotations) for m in (locked, q1)] == [
