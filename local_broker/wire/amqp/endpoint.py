@@ -146,6 +146,8 @@ class NamespaceEndpoint(Handler):
 
     # --- turn participation (reactor.py) -----------------------------------------------------------
     def before_commit(self) -> None:
+        if not self.ready_paths and not self.ready:  # a turn of settlements: nothing to feed
+            return
         paths, self.ready_paths = self.ready_paths, set()
         for path in paths:
             self.ready.update(self.receivers.get(path, ()))

@@ -103,9 +103,18 @@ class TlsStream(Layer):
 
     def _send_out(self) -> None:
         out = self._outgoing.read()
-        if out:
+        if not out:
+            return
+        if self._backlog:
             self._backlog += out
             self.drain()
+            return
+        try:  # the common case: nothing waits, the ciphertext goes straight to the socket
+            sent = self.below.send(out)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(out):
+            self._backlog = out[sent:]
 
     def drain(self) -> bool:
         """Write the ciphertext the socket takes now; True while some is left."""
