@@ -182,7 +182,15 @@ class Session:
 
 
 class SubQueue:
-    """The messages of one address: a queue or subscription, or its (transfer) dead-letter queue."""
+    """The messages of one address: a queue or subscription, or its (transfer) dead-letter queue.
+
+    A subscription's main sub-queue may also hold lazy copies (`lazy`): topic messages themselves, in
+    sequence order, each standing for a copy that is active, unlocked and never delivered, placed here
+    with the time to live `lazy_ttl` (the subscription's default, capped by the topic's, when it was
+    placed). A lazy copy has no record of its own until it is received or its time to live runs out
+    (Namespace._own_copy); its bytes are counted in `size` from the start. Every lazy copy is newer than
+    every message in `messages`, so the ready order is the returned and fresh messages, then `lazy`.
+    """
 
     __slots__ = (
         "available_sessions",
@@ -190,6 +198,8 @@ class SubQueue:
         "deferred",
         "entity",
         "kind",
+        "lazy",
+        "lazy_ttl",
         "locked",
         "messages",
         "path",
@@ -214,6 +224,14 @@ class SubQueue:
         self.session_locks: dict[str, SessionLock] = {}
         self.available_sessions: dict[str, None] = {}  # unlocked sessions that may hold ready messages
         self.browse = BrowseIndex(self)
+        self.lazy: deque[Message] | tuple[()] = ()  # a deque in a subscription's main sub-queue
+        self.lazy_ttl = 0.0
+
+    def holds_lazy(self, message: Message) -> bool:
+        """Whether the lazy copy of `message` placed here is still lazy: lazy copies leave in order from
+        the front (or all at once), and their sequence numbers rise."""
+        lazy = self.lazy
+        return bool(lazy) and lazy[0].sequence_number <= message.sequence_number
 
     def resize(self, delta: int) -> None:
         """Bytes held here changed (messages, session states); the quota total follows."""
@@ -349,6 +367,8 @@ class Topic(SendTarget):
         self.key = props.name.lower()
         self.subscriptions: dict[str, Subscription] = {}
         self.routes: list[Any] | None = None  # fan-out plan (Namespace._routes); None: build it again
+        self.lazy_ttl: float | None = None  # the shortest TTL of the plan's lazy copies; None: it has none
+        self.span = 0  # ordinals given to its subscriptions: a message's copies take uids base..base+span
         self.held = SubQueue(self, SubQueueKind.SCHEDULED, self)
 
     @property
@@ -366,8 +386,11 @@ class Subscription:
         self.topic = topic
         self.props = props
         self.key = f"{topic.props.name}/subscriptions/{props.name}".lower()
+        self.ordinal = topic.span  # its lazy copy of a topic message has the uid message uid + ordinal
+        topic.span += 1
         self.rules: dict[str, Any] = {}  # lower-case name -> CompiledRule
         self.main = SubQueue(self, SubQueueKind.MAIN, topic, props.requires_session)
+        self.main.lazy = deque()
         self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER, topic)
         self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER, topic)
         self.accessed = 0.0

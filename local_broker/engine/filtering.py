@@ -6,7 +6,7 @@ are constants here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -79,7 +79,17 @@ class Route(NamedTuple):
     rules: tuple[CompiledRule, ...]  # the rules that can match (FalseFilters left out)
     dead_letters_filter_errors: bool  # a filter that fails on a message dead-letters it here
     ttl: float  # default time to live in seconds, capped by the topic's
-    main: Any  # its main sub-queue when a copy goes straight there (no forwarding, no sessions), else None
+    main: Any  # its main sub-queue when its plain copies are lazy there (see Namespace._routes), else None
+
+
+def still_lazy(m: Message, targets: list[tuple[Route, Any]]) -> Iterator[Route]:
+    """The routes among a topic message's chosen `targets` whose lazy copy of it (see SubQueue) is still
+    lazy."""
+    return (
+        route
+        for route, what in targets
+        if what is None and route.main is not None and route.main.holds_lazy(m)
+    )
 
 
 SELECTOR_PART = 200  # subscriptions per generated function (about 70 ms to build on the shared machine)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from local_broker.engine.filtering import still_lazy
 from local_broker.engine.message import Message
 from local_broker.store.base import ChangeSet, Store
 
@@ -23,6 +24,7 @@ class Journal:
         "entities",
         "entities_deleted",
         "full",
+        "published",
         "session_states",
         "state",
         "store",
@@ -36,6 +38,7 @@ class Journal:
         """Forget everything recorded (after a restore, whose state is already stored)."""
         self.config: dict[str, Any] | None = None
         self.full: dict[int, Message] = {}
+        self.published: list[tuple[Message, list[Any]]] = []  # topic messages and their chosen routes
         self.state: dict[int, Message] = {}
         self.deleted: set[int] = set()
         self.entities: dict[str, Any] = {}
@@ -52,6 +55,12 @@ class Journal:
         self.full[m.uid] = m
         if m.persisted:
             self.deleted.discard(m.uid)
+
+    def publish(self, m: Message, targets: list[Any]) -> None:
+        """A topic message placed lazy copies (`targets`: the fan-out's (route, decision) pairs; see
+        Namespace._publish): a row for each copy still lazy at commit (one that got a record before is
+        in `full`, or gone)."""
+        self.published.append((m, targets))
 
     def touch(self, m: Message) -> None:
         """Only lock, delivery count or state changed."""
@@ -97,6 +106,7 @@ class Journal:
     def commit(self, record_of: Callable[[Any], tuple[str, dict[str, Any]]]) -> None:
         if not (
             self.full
+            or self.published
             or self.state
             or self.entities
             or self.entities_deleted
@@ -111,12 +121,17 @@ class Journal:
                 self.deleted = set()
             return
         full = self.full
+        lazy = []
+        for m, targets in self.published:
+            for route in still_lazy(m, targets):
+                sq = route.main
+                lazy.append((sq.entity.key, int(sq.kind), m.copy_as(m.uid + sq.entity.ordinal, route.ttl)))
         changes = ChangeSet(
             config=self.config,
             entities_put={k: record_of(e) for k, e in self.entities.items()},
             entities_deleted=self.entities_deleted,
             counters={k: n for t in self.counters.values() for k, n in t.counter_records().items()},
-            messages_put=[(m.entity.entity.key, int(m.entity.kind), m) for m in full.values()],
+            messages_put=lazy + [(m.entity.entity.key, int(m.entity.kind), m) for m in full.values()],
             messages_state=[m for uid, m in self.state.items() if uid not in full],
             messages_deleted=list(self.deleted),
             dedup_put=self.dedup_put,
@@ -127,6 +142,8 @@ class Journal:
             self.store.write(changes)
         for m in full.values():
             m.persisted = True
+        for m, _ in self.published:
+            m.persisted = True  # its lazy copies' rows are stored
         self.discard()
 
 
@@ -136,6 +153,9 @@ class NullJournal(Journal):
     __slots__ = ()
 
     def put(self, m: Message) -> None:
+        return None
+
+    def publish(self, m: Message, targets: list[Any]) -> None:
         return None
 
     def touch(self, m: Message) -> None:

@@ -105,6 +105,7 @@ class Management:
             for m in sq.messages.values():
                 m.entity = None
             sq.messages.clear()
+            sq.lazy = ()
             sq.session_locks.clear()
         if isinstance(entity, Queue | Topic):
             entity.scheduled.clear()
@@ -485,7 +486,7 @@ class Management:
 
     @staticmethod
     def _add_counts(rp: RuntimeProperties, entity: Queue | Subscription, scheduled: int) -> None:
-        rp.active_message_count += len(entity.main.messages) - scheduled
+        rp.active_message_count += len(entity.main.messages) + len(entity.main.lazy) - scheduled
         rp.dead_letter_message_count += len(entity.dlq.messages)
         rp.transfer_dead_letter_message_count += len(entity.tdlq.messages)
         rp.size_in_bytes += entity.main.size + entity.dlq.size + entity.tdlq.size

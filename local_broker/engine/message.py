@@ -55,7 +55,9 @@ _INT_FIELDS: dict[str, str] = {
 }
 
 # What a topic message's copies share: the sender's content and what the broker stamps once. A copy in
-# a subscription is a small record of its own state (lock, delivery count, place) that points at it.
+# a subscription is a small record of its own state (lock, delivery count, place) that points at it, made
+# when the copy is first received or expires; until then the subscription holds the topic message itself
+# (a lazy copy, see SubQueue).
 CONTENT_FIELDS = (
     "annotations",
     "body",
@@ -274,6 +276,21 @@ class Message:
         return None if t is None else to_datetime(t)
 
     copy = _copier()
+
+    def copy_as(self, uid: int, ttl: float) -> Message:
+        """The record of a lazy copy of this topic message (see SubQueue): numbered `uid`, expiring
+        `ttl` seconds (or the message's own shorter time to live) after the message was enqueued."""
+        twin = self.copy()
+        twin.uid = uid
+        twin.expires_at = self.expiry(ttl)
+        return twin
+
+    def expiry(self, ttl: float) -> float:
+        """When a copy of it expires in an entity whose default time to live is `ttl` seconds."""
+        own = self.content.time_to_live
+        if own is not None and own < ttl:
+            ttl = own
+        return self.enqueued_time + ttl if ttl < 1e15 else math.inf
 
     def with_application_properties(self, changes: dict[str, Any]) -> None:
         """Replace the application properties by a new dict with `changes` applied (copy-on-write)."""

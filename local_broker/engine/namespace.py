@@ -6,6 +6,7 @@ sending, receiving, settlement, sessions, time and commit. One thread owns a Nam
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -41,7 +42,7 @@ from local_broker.engine.errors import (
     SessionLockLostError,
     StoreFullError,
 )
-from local_broker.engine.filtering import CompiledRule, Route, Target, selector
+from local_broker.engine.filtering import CompiledRule, Route, Target, selector, still_lazy
 from local_broker.engine.journal import Journal, NullJournal
 from local_broker.engine.management import Management
 from local_broker.engine.message import (
@@ -161,6 +162,8 @@ class Namespace(Management, Transactions):
         # a batch sent in one call) share the entry pushed last, `_expiring`, while it is in the heap.
         self._ttl_heap: list[tuple[float, int, list[Message]]] = []
         self._expiring: tuple[float, int, list[Message]] | None = None
+        # Topic messages when their earliest lazy copy (see SubQueue) expires, with the copies chosen.
+        self._lazy_heap: list[tuple[float, int, Message, list[Target]]] = []
         self._schedule_heap: list[tuple[float, int, Any, Message]] = []
         self._dedup_heap: list[tuple[float, int, Any]] = []
         self._idle_heap: list[tuple[float, int, Any]] = []
@@ -529,59 +532,87 @@ class Namespace(Management, Transactions):
         else:
             self._publish(target, m, now)
 
-    @staticmethod
-    def _routes(topic: Topic) -> Callable[[Message], list[Target]]:
+    def _routes(self, topic: Topic) -> Callable[[Message], list[Target]]:
         """The topic's fan-out plan, built again only after its subscriptions, rules or properties changed
         (Management sets `topic.routes` to None): subscriptions that can get a copy, in order, with
-        what deciding that takes, compiled into one selector."""
+        what deciding that takes, compiled into one selector.
+
+        A subscription gets lazy copies (see SubQueue) unless it forwards, has sessions or a rule with an
+        action, or the topic is partitioned (its sequence numbers do not rise across partitions). One
+        whose lazy copies no longer fit (it stopped getting them, or its time to live changed) gives them
+        records first: they keep the TTL they were placed with, and stay ahead of what arrives next."""
         routes = topic.routes
         if routes is None:
             cap = topic.props.default_message_time_to_live.total_seconds()
             filtering_errors_kept = not topic.props.filtering_messages_before_publishing
             plan = []
+            shortest: float | None = None
             for sub in topic.subscriptions.values():
-                props = sub.props
+                props, main = sub.props, sub.main
+                ttl = min(props.default_message_time_to_live.total_seconds(), cap)
+                lazy = not (
+                    topic.partitioned
+                    or props.forward_to
+                    or props.requires_session
+                    or any(rule.apply is not None for rule in sub.rules.values())
+                )
+                if main.lazy and not (lazy and main.lazy_ttl == ttl):
+                    self._materialize(main, INF)
+                main.lazy_ttl = ttl
                 rules = tuple(rule for rule in sub.rules.values() if not rule.never)
                 if props.status is EntityStatus.DISABLED or not rules:
                     continue  # gets no copies whatever the message
+                if lazy and (shortest is None or ttl < shortest):
+                    shortest = ttl
                 plan.append(
                     Route(
                         sub,
                         rules,
                         props.dead_lettering_on_filter_evaluation_exceptions and filtering_errors_kept,
-                        min(props.default_message_time_to_live.total_seconds(), cap),
-                        None if props.forward_to or props.requires_session else sub.main,
+                        ttl,
+                        main if lazy else None,
                     )
                 )
+            topic.lazy_ttl = shortest
             routes = topic.routes = selector(topic, plan)
         return routes
 
     def _publish(self, topic: Topic, m: Message, now: float) -> None:
-        """Fan a topic message out into its subscriptions (semantics 4.6, 4.7)."""
+        """Fan a topic message out into its subscriptions (semantics 4.6, 4.7).
+
+        A plain copy (see `_routes`) is the message itself appended to the subscription's lazy copies;
+        the copy's uid is the message's (a block of `topic.span` reserved here) plus the subscription's
+        ordinal. Other copies get records of their own now."""
         topic.enqueued += 1
         targets = (topic.routes or self._routes(topic))(m)
         if not targets:
             self._journal.delete(m)  # an activated or forwarded message may have a stored row
             return
         last = targets[-1]
-        own_ttl = m.time_to_live
+        lazy_ttl = topic.lazy_ttl
+        if lazy_ttl is not None:  # the message may stand for lazy copies: never one of the other copies
+            last = None
+            self._journal.delete(m)  # the row of an activated or forwarded message: its copies have their own
+            m.persisted = False
+        size = m.size
+        available = self._available
+        placed = 0
         for target in targets:
             route, what = target
             sub = route.subscription
-            copy = m if target is last else m.copy()
             sub.accessed = now
             if what is None:
                 main = route.main
-                if main is None:
-                    self._enqueue(sub, copy, now, route.ttl)
+                if main is not None:
+                    main.lazy.append(m)
+                    main.size += size
+                    available[main] = None
+                    sub.enqueued += 1
+                    placed += 1
                     continue
-                # _enqueue's common case, without the call (once per copy)
-                sub.enqueued += 1
-                ttl = route.ttl if own_ttl is None or own_ttl >= route.ttl else own_ttl
-                copy.expires_at = now + ttl if ttl < 1e15 else INF
-                copy.state = ACTIVE
-                self._place(main, copy)
+                self._enqueue(sub, m if target is last else m.copy(), now, route.ttl)
                 continue
+            copy = m if target is last else m.copy()
             if isinstance(what, CompiledRule):
                 copy.with_application_properties({"RuleName": what.props.name})  # the action's own dict
                 try:
@@ -593,6 +624,50 @@ class Namespace(Management, Transactions):
                     continue
             if sub.props.dead_lettering_on_filter_evaluation_exceptions:
                 self._to_dead_letter(sub, copy, what.type_name, what.description, now)
+        if placed:
+            topic.size += size * placed
+            m.uid = base = next(self._uids)
+            self._uids = itertools.count(base + topic.span)
+            self._journal.publish(m, targets)
+            expires = m.expiry(lazy_ttl)  # type: ignore[arg-type]
+            if expires != INF:
+                heapq.heappush(self._lazy_heap, (expires, next(self._ticket), m, targets))
+
+    def _own_copy(self, sq: SubQueue, m: Message) -> Message:
+        """The record of the lazy copy `m` just taken off the front of `sq.lazy`, in `sq` (not yet ready,
+        locked, or watched for expiry: its caller decides)."""
+        copy = m.copy()
+        copy.uid = uid = m.uid + sq.entity.ordinal
+        copy.expires_at = m.expiry(sq.lazy_ttl)
+        copy.entity = sq
+        copy.persisted = m.persisted  # its row is written with the message's lazy copies, or with it
+        sq.messages[uid] = copy
+        sq.browse.add(copy)
+        return copy
+
+    def _materialize(self, sq: SubQueue, until: float) -> None:
+        """Give the lazy copies of `sq` numbered up to `until` records of their own, in order, ready."""
+        lazy, journal = sq.lazy, self._journal
+        while lazy and lazy[0].sequence_number <= until:
+            m = self._own_copy(sq, lazy.popleft())
+            sq.ready.fresh.append(m)
+            if m.expires_at != INF:
+                self._watch_expiry(m)
+            if not m.persisted:
+                journal.put(m)  # no longer lazy: the journal's lazy rows leave it out
+
+    def _expire_lazy(self, m: Message, targets: list[Target], now: float) -> None:
+        """The earliest lazy copy of topic message `m` was due: the copies due get records (the TTL heap
+        then expires them), the heap holds `m` again for the next one."""
+        later = INF
+        for route in still_lazy(m, targets):
+            expires = m.expiry(route.ttl)
+            if expires <= now:
+                self._materialize(route.main, m.sequence_number)
+            elif expires < later:
+                later = expires
+        if later != INF:
+            heapq.heappush(self._lazy_heap, (later, next(self._ticket), m, targets))
 
     def _enqueue(self, entity: Queue | Subscription, m: Message, now: float, ttl: float) -> None:
         """A message arriving at a message-holding entity: forwarded, or placed in its main sub-queue.
@@ -672,14 +747,18 @@ class Namespace(Management, Transactions):
         if state is DEFERRED:
             sq.deferred.setdefault(m.sequence_number, []).append(m)
         elif state is ACTIVE and m.expires_at != INF and sq.kind is MAIN:
-            expiring = self._expiring
-            if expiring is not None and expiring[0] == m.expires_at:
-                m.expires_at = expiring[0]  # one float for the group, not one per copy
-                expiring[2].append(m)
-            else:
-                self._expiring = expiring = (m.expires_at, next(self._ticket), [m])
-                heapq.heappush(self._ttl_heap, expiring)
+            self._watch_expiry(m)
         self._journal.put(m)
+
+    def _watch_expiry(self, m: Message) -> None:
+        """Put a message (in a main sub-queue, with an expiry) in the TTL heap."""
+        expiring = self._expiring
+        if expiring is not None and expiring[0] == m.expires_at:
+            m.expires_at = expiring[0]  # one float for the group, not one per copy
+            expiring[2].append(m)
+        else:
+            self._expiring = expiring = (m.expires_at, next(self._ticket), [m])
+            heapq.heappush(self._ttl_heap, expiring)
 
     def _detach(self, m: Message) -> None:
         """Take a message out of its sub-queue's bookkeeping (it is about to move or vanish)."""
@@ -775,6 +854,8 @@ class Namespace(Management, Transactions):
         if sq.kind is MAIN and m.expires_at <= now:
             self._expire(m, now)
             return
+        if sq.kind is MAIN and m.expires_at != INF:
+            self._watch_expiry(m)  # a former lazy copy was not watched while it was locked
         if sq.sessions is not None and sq.kind is MAIN:
             sid: str = m.session_id  # type: ignore[assignment]
             sq.session(sid).ready.push_returned(m)
@@ -824,13 +905,16 @@ class Namespace(Management, Transactions):
         locked = sq.locked
         session_locked = s.locked if s is not None else None
         touch = self._journal.touch if self._store.journaled else None
-        pop = ready.pop
+        pop, fresh, returned = ready.pop, ready.fresh, ready.returned
+        lazy, own_copy = sq.lazy, self._own_copy
         new_token = self._tokens.new
         expiring: list[Message] = []
         while len(out) < max_count:
-            m = pop()
+            m = pop() if fresh or returned else None
             if m is None:
-                break
+                if not lazy:
+                    break
+                m = own_copy(sq, lazy.popleft())
             if main and m.expires_at <= now:
                 self._expire(m, now)
                 continue
@@ -863,6 +947,14 @@ class Namespace(Management, Transactions):
         sq = self._sub_queue(path)
         sq.entity.accessed = self.clock.now()
         found = sq.browse.peek(from_sequence_number, max_count, session_id)
+        lazy = sq.lazy
+        if lazy and len(found) < max_count:  # lazy copies come after every message with a record
+            start = bisect.bisect_left(lazy, from_sequence_number, key=attrgetter("sequence_number"))
+            ordinal, ttl = sq.entity.ordinal, sq.lazy_ttl
+            found += [
+                m.copy_as(m.uid + ordinal, ttl)  # what the copy's record would hold now
+                for m in itertools.islice(lazy, start, start + max_count - len(found))
+            ]
         if found and found[0].partition_id is not None:  # a partitioned entity: what one partition has
             first = found[0].partition_id
             found = [m for m in found if m.partition_id == first]
@@ -1181,6 +1273,9 @@ class Namespace(Management, Transactions):
             and sheap[0][3].locked_until == sheap[0][0]
         ):
             heapq.heappop(sheap)
+        lheap = self._lazy_heap
+        while lheap and next(still_lazy(lheap[0][2], lheap[0][3]), None) is None:
+            heapq.heappop(lheap)
         theap = self._ttl_heap
         while theap:
             waiting = theap[0][2]
@@ -1210,6 +1305,7 @@ class Namespace(Management, Transactions):
                 self._lock_heap,
                 self._session_heap,
                 self._ttl_heap,
+                self._lazy_heap,
                 self._schedule_heap,
                 self._dedup_heap,
                 self._idle_heap,
@@ -1231,6 +1327,10 @@ class Namespace(Management, Transactions):
             _, _, sq, lock = heapq.heappop(sheap)
             if sq.session_locks.get(lock.session_id) is lock and lock.locked_until <= now:
                 self._expire_session(sq, lock, now)
+        lheap = self._lazy_heap
+        while lheap and lheap[0][0] <= now:
+            _, _, m, targets = heapq.heappop(lheap)
+            self._expire_lazy(m, targets, now)
         theap = self._ttl_heap
         while theap and theap[0][0] <= now:
             for m in self._pop_expiring():

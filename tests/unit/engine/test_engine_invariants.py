@@ -67,7 +67,10 @@ def check_bookkeeping_of(entity) -> None:
             middle = everything[len(everything) // 2].sequence_number
             assert sq.browse.peek(middle, 3, None)[0].sequence_number == middle
         states = sum(len(s.state) for s in sq.sessions.values() if s.state) if sq.sessions else 0
-        assert sq.size == sum(m.size for m in sq.messages.values()) + states
+        lazy = [m.sequence_number for m in sq.lazy]
+        assert lazy == sorted(lazy) and all(m.entity is None for m in sq.lazy)
+        assert not (lazy and everything) or everything[-1].sequence_number < lazy[0]  # lazy copies are newest
+        assert sq.size == sum(m.size for m in sq.messages.values()) + sum(m.size for m in sq.lazy) + states
         assert all(m.entity is sq for m in sq.messages.values())
         assert all(sq.locked[m.lock_token.int] is m for m in sq.messages.values() if m.lock_token is not None)
         assert len(sq.locked) == sum(1 for m in sq.messages.values() if m.lock_token is not None)
@@ -88,7 +91,9 @@ def check_totals(ns: Namespace) -> None:
         assert topic.size == topic.held.size + sum(sq.size for sq in subs)
 
 
-def drive(ns: Namespace, clock: FakeClock, rng: random.Random, steps: int) -> tuple[set[str], set[str]]:
+def drive(
+    ns: Namespace, clock: FakeClock, rng: random.Random, steps: int, prefix: str = ""
+) -> tuple[set[str], set[str]]:
     """Run random operations; returns (ids sent to q, ids completed or received-and-deleted from q)."""
     sent: set[str] = set()
     gone: set[str] = set()
@@ -100,7 +105,7 @@ def drive(ns: Namespace, clock: FakeClock, rng: random.Random, steps: int) -> tu
         try:
             if op < 0.25:
                 batch = [
-                    msg(message_id=f"m{counter + i}", time_to_live=rng.choice([None, 50, 500]))
+                    msg(message_id=f"{prefix}m{counter + i}", time_to_live=rng.choice([None, 50, 500]))
                     for i in range(3)
                 ]
                 counter += 3
@@ -146,6 +151,8 @@ def drive(ns: Namespace, clock: FakeClock, rng: random.Random, steps: int) -> tu
                 ns.tick()
         except BrokerError:
             pass  # lost locks after expiry are expected; the invariants below must still hold
+        if rng.random() < 0.1:
+            ns.commit()  # what was sent, received or settled before and after a commit is stored alike
         check_bookkeeping(ns)
     return sent, gone
 
@@ -156,7 +163,17 @@ def test_random_streams_keep_every_message_exactly_once(seed: int, tmp_path: Pat
     ns = Namespace.open(SqliteStore(tmp_path / "ns.db", synchronous="OFF"), clock=clock)
     build(ns)
     rng = random.Random(seed)
-    sent, gone = drive(ns, clock, rng, 400)
+    sent, gone = set(), set()
+    for run in range(3):  # restarted in between: what a restart brings back goes on the same way
+        more_sent, more_gone = drive(ns, clock, rng, 150, f"{run}-")
+        sent |= more_sent
+        gone |= more_gone
+        ns.commit()
+        before = snapshot(ns)
+        ns.close()
+        ns = Namespace.open(SqliteStore(tmp_path / "ns.db", synchronous="OFF"), clock=clock)
+        assert snapshot(ns) == before
+        check_bookkeeping(ns)
     present = [m.message_id for p in ("q", "q/$DeadLetterQueue") for m in ns.peek(p, 0, 100_000)]
     assert len(present) == len(set(present)), "a message is in two places"
     assert set(present) | gone == sent and not set(present) & gone
