@@ -24,7 +24,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusConnectionError, ServiceBusError
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -152,7 +152,27 @@ class Traffic(threading.Thread):
 def _until(driver: webdriver.Chrome, condition: Any, what: str) -> Any:
     wait = WebDriverWait(driver, WAIT_SECONDS, poll_frequency=0.2,
                          ignored_exceptions=(StaleElementReferenceException,))
-    return wait.until(lambda d: condition(d), what)
+    return wait.until(lambda d: _unless_replaced(condition, d), what)
+
+
+def _unless_replaced(condition: Any, driver: webdriver.Chrome) -> Any:
+    """console.js rewrites the refreshed parts of a page every second: a node found just before may be gone
+    when the next command reaches it, which chromedriver reports as stale or, mid-command, as this error."""
+    try:
+        return condition(driver)
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return False
+        raise
+
+
+def _click(driver: webdriver.Chrome, by: str, value: str) -> None:
+    """Find and click, again if a refresh replaced the element in between."""
+    def clicked(d: webdriver.Chrome) -> bool:
+        d.find_element(by, value).click()
+        return True
+
+    _until(driver, clicked, f"a click on {value}")
 
 
 def _send(entry: dict[str, Any], queue: str, *messages: ServiceBusMessage, retry_total: int = 3) -> None:
@@ -188,7 +208,7 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
         _shot(browser, "entities", readme="console-entities.png")
 
     # Peek: the message's system and application properties and its body.
-    browser.find_element(By.LINK_TEXT, "orders").click()
+    _click(browser, By.LINK_TEXT, "orders")
     peeked = _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "article.message"), "peeked messages")
     first = peeked[0]
     assert "order-0" in first.text and "region" in first.text and "'west'" in first.text
@@ -202,23 +222,23 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
         receiver.dead_letter_message(message, reason="BadOrder", error_description="no customer")
     _until(browser, lambda d: "dead-letter 1" in d.find_element(By.ID, "counts").text,
            "the entity page's counts to follow without a reload")
-    browser.find_element(By.ID, "tab-dlq").click()
+    _click(browser, By.ID, "tab-dlq")
     _until(browser, lambda d: "BadOrder" in d.find_element(By.TAG_NAME, "main").text, "the dead letter")
     assert "dead-lettered: BadOrder — no customer" in browser.find_element(By.CSS_SELECTOR, "p.reason").text
     _shot(browser, "dead-letters")
-    browser.find_element(By.ID, "resubmit-all").click()
+    _click(browser, By.ID, "resubmit-all")
     _until(browser, lambda d: d.find_elements(By.ID, "note"), "the resubmit note")
     assert "Resubmitted 1 message(s)" in browser.find_element(By.ID, "note").text
     browser.get(base + "/$console/")
     _until(browser, lambda d: _active(d, "orders") == 4, "the resubmitted message back in orders")
 
     # Take the namespace down: the SDK cannot send; bring it back: it can.
-    browser.find_element(By.ID, "fault-drop").click()
+    _click(browser, By.ID, "fault-drop")
     _until(browser, lambda d: d.find_element(By.ID, "ns-status").text == "down (drop)", "the namespace down")
     _shot(browser, "namespace-down")
     with pytest.raises(ServiceBusConnectionError):
         _send(broker, "orders", ServiceBusMessage("during the outage"), retry_total=0)
-    browser.find_element(By.ID, "fault-up").click()
+    _click(browser, By.ID, "fault-up")
     _until(browser, lambda d: d.find_element(By.ID, "ns-status").text == "up", "the namespace back up")
     _send(broker, "orders", ServiceBusMessage("after the outage"))
     _until(browser, lambda d: _active(d, "orders") == 5, "the message sent after the outage")
@@ -235,10 +255,10 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     _until(browser, lambda d: d.find_element(By.ID, "ns-status").text == "up", "the status back up")
 
     # A topic's page leads to its subscriptions, whose page says where it forwards.
-    browser.find_element(By.LINK_TEXT, "events").click()
+    _click(browser, By.LINK_TEXT, "events")
     _until(browser, lambda d: d.find_elements(By.ID, "subscriptions"), "the topic page")
     _shot(browser, "topic")
-    browser.find_element(By.CSS_SELECTOR, "#subscriptions a").click()
+    _click(browser, By.CSS_SELECTOR, "#subscriptions a")
     _until(browser, lambda d: "→ audit" in d.find_element(By.ID, "entity-details").text,
            "the subscription page")
 
@@ -247,7 +267,7 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     for status in ("SendDisabled", "Active"):
         Select(_until(browser, lambda d: d.find_elements(By.ID, "entity-status"), "the status switch")[0]) \
             .select_by_visible_text(status)
-        browser.find_element(By.ID, "set-status").click()
+        _click(browser, By.ID, "set-status")
         _until(browser, lambda d, s=status: f"Status of orders: {s}." in d.find_element(By.ID, "note").text,
                f"orders {status}")
         if status == "SendDisabled":
@@ -284,16 +304,16 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
         field = browser.find_element(By.NAME, "latency_ms")
         field.clear()
         field.send_keys(latency)
-        browser.find_element(By.ID, "set-latency").click()
+        _click(browser, By.ID, "set-latency")
         _until(browser, lambda d, ms=latency: f"latency {ms} ms" in d.find_element(By.ID, "status").text,
                f"latency {latency} ms")
 
     # A session queue's send form: body, message id, application properties, session id; then a scheduled one.
-    browser.find_element(By.LINK_TEXT, "carts").click()
+    _click(browser, By.LINK_TEXT, "carts")
     _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "form.send"), "the send form")
     _fill(browser, {"body": '{"sku": "A-1", "qty": 2}', "message_id": "cart-line-1",
                     "properties": '{"channel": "web", "priority": 3}', "session_id": "cart-7"})
-    browser.find_element(By.ID, "send").click()
+    _click(browser, By.ID, "send")
     _until(browser, lambda d: "Sent a message to carts." in d.find_element(By.ID, "note").text, "the send")
     [card] = browser.find_elements(By.CSS_SELECTOR, "article.message")
     assert "cart-line-1" in card.text and "cart-7" in card.text and "'web'" in card.text and "3" in card.text
@@ -302,7 +322,7 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
     assert card.find_element(By.CSS_SELECTOR, "pre.body-hex").text.startswith("7b 22 73 6b 75")
     _shot(browser, "sent")
     _fill(browser, {"body": "later", "session_id": "cart-7", "schedule_seconds": "3600"})
-    browser.find_element(By.ID, "send").click()
+    _click(browser, By.ID, "send")
     _until(browser, lambda d: "scheduled 1" in d.find_element(By.ID, "counts").text, "the scheduled message")
     with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
             sb.get_queue_receiver("carts", session_id="cart-7", max_wait_time=5) as receiver:
@@ -315,11 +335,11 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
     browser.get(base + "/$console/entity/sharded")
     _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "form.send"), "the send form")
     _fill(browser, {"body": "keyed", "partition_key": "tenant-9"})
-    browser.find_element(By.ID, "send").click()
+    _click(browser, By.ID, "send")
     _until(browser, lambda d: "tenant-9" in d.find_element(By.CSS_SELECTOR, "article.message").text,
            "the keyed message with its PartitionKey")
     partition = zlib.crc32(b"tenant-9") % 16  # the partition the key maps to, as the broker hashes it
-    browser.find_element(By.CSS_SELECTOR, f"button[value='{partition}:down']").click()  # shows "up"
+    _click(browser, By.CSS_SELECTOR, f"button[value='{partition}:down']")  # shows "up"
     _until(browser, lambda d: f"Partition {partition} down." in d.find_element(By.ID, "note").text,
            "the partition down")
     switch = browser.find_element(By.CSS_SELECTOR, f"button[value='{partition}:up']")
@@ -327,17 +347,17 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
     _shot(browser, "partition-down")
     with pytest.raises(ServiceBusError, match="temporarily unavailable"):
         _send(broker, "sharded", ServiceBusMessage("refused", partition_key="tenant-9"), retry_total=0)
-    browser.find_element(By.CSS_SELECTOR, f"button[value='{partition}:up']").click()
+    _click(browser, By.CSS_SELECTOR, f"button[value='{partition}:up']")
     _until(browser, lambda d: f"Partition {partition} up." in d.find_element(By.ID, "note").text,
            "the partition back up")
     _send(broker, "sharded", ServiceBusMessage("accepted", partition_key="tenant-9"))
     _send(broker, "bulk", *[ServiceBusMessage(f"bulk-{i}") for i in range(25)])
     browser.get(base + "/$console/entity/bulk")
     _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "article.message")) == 20, "a page of 20")
-    browser.find_element(By.ID, "next-page").click()
+    _click(browser, By.ID, "next-page")
     _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "article.message")) == 5, "the last 5")
     assert "bulk-24" in browser.find_element(By.TAG_NAME, "main").text
-    browser.find_element(By.LINK_TEXT, "← first").click()
+    _click(browser, By.LINK_TEXT, "← first")
     _until(browser, lambda d: "bulk-0" in d.find_element(By.TAG_NAME, "main").text, "the first page again")
 
 
@@ -370,7 +390,7 @@ def test_a_listen_only_key_finds_no_purge_or_resubmit(broker: dict[str, Any],
     assert "need the Manage right" in browser.find_element(By.ID, "rights-note").text
 
     # Its dead letters can be looked at, but neither purge nor resubmit is there to click.
-    browser.find_element(By.LINK_TEXT, "audit").click()
+    _click(browser, By.LINK_TEXT, "audit")
     _until(browser, lambda d: d.find_elements(By.ID, "tab-dlq"), "the audit page").pop().click()
     _until(browser, lambda d: "Unreadable" in d.find_element(By.TAG_NAME, "main").text, "the dead letter")
     buttons = [b.text for b in browser.find_elements(By.TAG_NAME, "button")]
