@@ -332,3 +332,34 @@ def test_a_message_holding_its_content_survives_restarts_and_changes(tmp_path: P
     ns.commit()
     assert counts(path) == (0, 0)
     ns.close()
+
+
+# `fixtures/namespace-v4.db` was written by the schema-4 store (commit 216c60d) with FakeClock(1_700_000_000):
+# queue "q" (lock 1 min) got q0..q3 (body b"q-body-<i>", {"n": i}, annotation x-opt-k = i) and "q-later"
+# scheduled at +60 s; topic "t" with subscriptions "a" and "b" got "t0" (subject "paint", {"color": "red"});
+# committed; then q0 and q1 received, q1 deferred, committed.
+V4_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v4.db"
+
+
+def test_a_schema_4_store_opens_with_its_locks_deferrals_and_schedules(tmp_path: Path) -> None:
+    path, clock = tmp_path / "ns.db", FakeClock(WRITTEN_AT + 10)
+    ns = open_migrated(V4_FIXTURE, path, clock, "messages_v4")
+    assert [(m.message_id, m.body, m.state) for m in ns.peek("q", 0, 10)] == [
+        ("q0", b"q-body-0", 0), ("q1", b"q-body-1", 1), ("q2", b"q-body-2", 0), ("q3", b"q-body-3", 0),
+        ("q-later", b"later", 2),
+    ]
+    rp = ns.get_queue_runtime_properties("q")
+    assert (rp.active_message_count, rp.scheduled_message_count, ns.deferred_message_count("q")) == (4, 1, 1)
+    locked = ns.peek("q", 0, 1)[0]
+    assert locked.locked_until == WRITTEN_AT + 60
+    q2, q3 = ns.receive("q", 10)
+    assert (q2.message_id, q3.message_id) == ("q2", "q3")
+    ns.complete("q", [locked.lock_token, q2.lock_token, q3.lock_token])  # q0: locked under schema 4
+    (deferred,) = ns.receive_deferred("q", [2], ReceiveMode.RECEIVE_AND_DELETE)
+    assert deferred.message_id == "q1"
+    (a,), (b,) = ns.peek("t/Subscriptions/a", 0, 10), ns.peek("t/Subscriptions/b", 0, 10)
+    assert a.content is b.content and (a.subject, a.application_properties) == ("paint", {"color": "red"})
+    clock.advance(60)
+    ns.tick()
+    assert [m.message_id for m in ns.receive("q", 10)] == ["q-later"]
+    ns.close()
