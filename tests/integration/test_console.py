@@ -353,6 +353,10 @@ def test_static_assets_are_served_from_the_package(broker: dict[str, Any]) -> No
     script = client.get("/$console/static/console.js")
     assert script.status == 200 and "data-refresh" in script.html
     assert client.get("/$console/static/nope.js").status == 404
+    anonymous = ConsoleClient(_base(broker))  # the icon browsers ask every site for needs no session
+    for path in ("/favicon.ico", "/$console/static/favicon.svg"):
+        icon = anonymous.get(path)
+        assert icon.status == 200 and icon.html.startswith("<svg"), path
 
 
 def test_unknown_entities_are_404(broker: dict[str, Any]) -> None:
@@ -409,7 +413,8 @@ def test_disabling_a_queue_from_its_page(broker: dict[str, Any]) -> None:
     try:
         with pytest.raises(ServiceBusError, match="disabled"):
             _send(broker, "orders", ServiceBusMessage("refused"))
-        assert '<span class="badge warn">SendDisabled</span>' in client.get("/$console/fragments/entities").html
+        entities = client.get("/$console/fragments/entities").html
+        assert '<span class="badge warn">SendDisabled</span>' in entities
     finally:
         active = client.post("/$console/entity/orders/status", {"status": "Active"}, page.csrf)
     assert active.status == 200 and "<option selected>Active</option>" in active.html

@@ -229,6 +229,16 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
         assert re.fullmatch(r"[\d.]+ in/s", _rate(browser, "events"))  # a topic's: what it enqueues only
         _shot(browser, "entities", readme="console-entities.png")
 
+    # A narrow window: the page does not spill sideways (wide tables scroll inside their panel).
+    width = browser.get_window_size()["width"]
+    browser.set_window_size(480, 900)
+    try:
+        overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"the namespace page is {overflow} px wider than a 480-px window"
+        _shot(browser, "namespace-narrow")
+    finally:
+        browser.set_window_size(width, 900)
+
     # Peek: the message's system and application properties and its body.
     _click(browser, By.LINK_TEXT, "orders")
     peeked = _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "tr.message"), "peeked messages")
