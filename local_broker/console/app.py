@@ -26,7 +26,8 @@ from local_broker.faults import NamespaceFaults
 
 log = logging.getLogger("local_broker.console")
 HTML = "text/html; charset=utf-8"
-STATIC = {"console.js": "text/javascript; charset=utf-8", "console.css": "text/css; charset=utf-8"}
+STATIC = {"console.js": "text/javascript; charset=utf-8", "console.css": "text/css; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
 PAGE_SIZE = 20
 
 
@@ -43,6 +44,16 @@ def _redirect(location: str, cookie: str | None = None) -> ConsoleResponse:
     if cookie is not None:
         headers["Set-Cookie"] = cookie
     return ConsoleResponse(303, b"", HTML, headers)
+
+
+class _Unconfirmed(Exception):
+    """A destructive action posted without confirmed=1: its question is asked on a page first."""
+
+
+def _ask_first(switch: str, target: str, form: dict[str, str]) -> None:
+    question = pages.question(switch, target, form)
+    if question and form.get("confirmed") != "1":
+        raise _Unconfirmed(question)
 
 
 class _Refused(Exception):
@@ -80,7 +91,8 @@ class Console:
 
     @staticmethod
     def serves(segments: list[str]) -> bool:
-        return not segments or segments[0] == pages.PREFIX[1:]
+        """The console's paths, and the icon browsers ask every site for (needing no token, like /health)."""
+        return not segments or segments[0] == pages.PREFIX[1:] or segments == ["favicon.ico"]
 
     def respond(self, method: str, segments: list[str], query: str, headers: dict[str, str],
                 body: bytes, secure: bool) -> ConsoleResponse:
@@ -95,7 +107,7 @@ class Console:
                 body: bytes) -> ConsoleResponse:
         if not segments:
             return _redirect(pages.url())
-        route = segments[1:]
+        route = ["static", "favicon.svg"] if segments == ["favicon.ico"] else segments[1:]
         if route[:1] == ["static"] and len(route) == 2 and route[1] in STATIC:
             asset = resources.files("local_broker.console").joinpath("static", route[1]).read_bytes()
             return ConsoleResponse(200, asset, STATIC[route[1]], {"Cache-Control": "no-cache"})
@@ -207,8 +219,8 @@ class Console:
                          and r.path.lower().startswith(row.path.lower() + "/subscriptions/")]
         content = pages.entity_page(row, at, sub_queue, messages, int(start), PAGE_SIZE,
                                     session.policy.rights, session.csrf, down, subscriptions)
-        return self._html(200, pages.layout(self.namespace_name, f"{row.kind} {row.path}", content,
-                                            params.get("note"), session.policy.name, session.csrf))
+        return self._html(200, pages.layout(self.namespace_name, row.path, content, params.get("note"),
+                                            session.policy.name, session.csrf, pages.entity_badges(row)))
 
     def _row(self, path: str) -> tuple[float, operations.EntityRow, list[operations.EntityRow]]:
         """When, the entity's row, and every row (as operations.entities reads them)."""
@@ -234,6 +246,13 @@ class Console:
 
     def _act(self, route: list[str], params: dict[str, str], form: dict[str, str], session: Session,
              headers: dict[str, str]) -> ConsoleResponse:
+        try:
+            return self._carry_out(route, params, form, session, headers)
+        except _Unconfirmed as asked:
+            return self._confirm(str(asked), route, params, form, session)
+
+    def _carry_out(self, route: list[str], params: dict[str, str], form: dict[str, str], session: Session,
+                   headers: dict[str, str]) -> ConsoleResponse:
         if route == ["logout"]:
             self.sessions.close(self._cookie(headers))
             return _redirect(pages.url("login"), self._set_cookie("", 0))
@@ -250,6 +269,7 @@ class Console:
 
     def _set_faults(self, form: dict[str, str], session: Session) -> ConsoleResponse:
         session.require(MANAGE)
+        _ask_first("faults", "", form)
         change: dict[str, Any] = {}
         if "namespace_down" in form:
             change["namespace_down"] = None if form["namespace_down"] == "up" else form["namespace_down"]
@@ -259,16 +279,18 @@ class Console:
                                     f"'{form['latency_ms']}'.")
             change["latency_ms"] = int(form["latency_ms"])
         answer = self._control(["faults"], change)
-        return _redirect(pages.url(note="Faults: " + json.dumps(answer)))
+        return _redirect(pages.url(note=pages.describe_faults(answer)))
 
     def _set_partition(self, path: str, form: dict[str, str], session: Session) -> ConsoleResponse:
         session.require(MANAGE)
+        _ask_first("partitions", path, form)
         partition, _, state = form.get("partition", "").partition(":")
         self._control(["partitions", path, partition], {"available": state == "up"})
         return _redirect(pages.url("entity", path, note=f"Partition {partition} {state}."))
 
     def _set_status(self, path: str, form: dict[str, str], session: Session) -> ConsoleResponse:
         session.require(MANAGE)
+        _ask_first("status", path, form)
         answer = self._control(["status", path], {"status": form.get("status", "")})
         return _redirect(pages.url("entity", path, note=f"Status of {path}: {answer['status']}."))
 
@@ -287,11 +309,13 @@ class Console:
         action = form.get("action")
         if action == "purge":
             session.require(MANAGE)
+            _ask_first("actions", target, form)
             removed = self.run_on_engine(lambda ns: operations.purge(ns, target))
             note = f"Purged {removed} message(s) from {target}."
         elif action == "resubmit":
             session.require(LISTEN)
             session.require(SEND)
+            _ask_first("actions", target, form)
             number = form.get("sequence_number")
             if number is not None and not number.isdigit():
                 raise _Refused(400, f"'{number}' is not a sequence number.")
@@ -306,6 +330,15 @@ class Console:
         else:
             raise _Refused(400, f"Unknown action '{action}'; use purge, resubmit or send.")
         return _redirect(pages.url("entity", path, queue=sub_queue, note=note))
+
+    def _confirm(self, question: str, route: list[str], params: dict[str, str], form: dict[str, str],
+                 session: Session) -> ConsoleResponse:
+        """A destructive action posted without confirmed=1 (no script ran to ask): ask on a page."""
+        action = pages.url(*route, **params)
+        back = pages.url("entity", "/".join(route[1:-1])) if route[0] == "entity" else pages.url()
+        content = pages.confirmation_page(question, action, form, back)
+        return self._html(200, pages.layout(self.namespace_name, "Confirm", content, None,
+                                            session.policy.name, session.csrf))
 
     # --- answers -------------------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ def _row(client: ConsoleClient, entity: str) -> list[int]:
     fragment = client.get("/$console/fragments/entities")
     assert fragment.status == 200
     row = re.search(rf'<tr data-entity="{re.escape(entity)}".*?</tr>', fragment.html).group(0)
-    return [int(n) for n in re.findall(r"<td class='n'>(\d+)</td>", row)][:5]
+    return [int(n) for n in re.findall(r"<td class='n(?: hot)?'>(\d+)</td>", row)][:5]
 
 
 def _send(entry: dict[str, Any], queue: str, *messages: ServiceBusMessage) -> None:
@@ -140,10 +140,11 @@ def test_the_printed_login_link_works_once(broker: dict[str, Any]) -> None:
 def test_pages_show_entities_counts_and_messages(broker: dict[str, Any]) -> None:
     client = _manager(broker)
     home = client.get("/$console/")
-    assert home.status == 200 and 'id="ns-status" class="status-up">up' in home.html
+    assert home.status == 200 and 'id="ns-status" class="badge status-up">up' in home.html
     assert "events/subscriptions/all" in home.html and "→ audit" in home.html  # the forwarding arrow
     assert "SharedAccessKeyName=RootManageSharedAccessKey" in home.html  # a connection string to copy
-    strings = dict(re.findall(r'<dt>([^<]+)</dt><dd><input readonly class="copy" value="([^"]+)">',
+    strings = dict(re.findall(r'<dt>([^<]+)</dt><dd class="copy-field"><input readonly class="copy" '
+                              r'value="([^"]+)"',
                               home.html))
     management = strings["Management API (ServiceBusAdministrationClient)"].replace("&#x27;", "'")
     assert f'connection_verify="{broker["cert_path"]}"' in home.html
@@ -158,7 +159,7 @@ def test_pages_show_entities_counts_and_messages(broker: dict[str, Any]) -> None
                                               application_properties={"region": "west"}))
     assert _row(client, "orders")[0] == before + 1
     page = client.get("/$console/entity/orders")
-    message = re.search(r'<article class="message".*?</article>', page.html, re.S).group(0)
+    message = re.search(r'<tbody class="message-group">.*?</tbody>', page.html, re.S).group(0)
     assert "m-7" in message and "new" in message and "region" in message and "&#x27;west&#x27;" in message
     assert "body as text" in message and "body as json" in message and "body as hex" in message
     assert "7b 22 6f 72 64 65 72" in message  # '{"order' in hex
@@ -225,10 +226,10 @@ def test_paging_through_peeked_messages(broker: dict[str, Any]) -> None:
     client = _manager(broker)
     _send(broker, "audit", *[ServiceBusMessage(f"page-{i}") for i in range(25)])
     first = client.get("/$console/entity/audit")
-    assert first.html.count('<article class="message"') == 20
+    assert first.html.count('<tr class="message"') == 20
     next_link = re.search(r'id="next-page" href="([^"]+)"', first.html).group(1)
     second = client.get(next_link.replace("&amp;", "&"))
-    assert second.html.count('<article class="message"') == 5 and "page-24" in second.html
+    assert second.html.count('<tr class="message"') == 5 and "page-24" in second.html
     assert "page-0" not in second.html
 
 
@@ -244,14 +245,21 @@ def test_dead_letters_resubmit_and_purge(broker: dict[str, Any]) -> None:
     assert "dead-lettered: <b>BadOrder</b> — no customer" in dlq.html
     dead = _row(client, "orders")[1]
     assert dead >= 1
-    resubmitted = client.post("/$console/entity/orders/actions?queue=dlq", {"action": "resubmit"}, dlq.csrf)
+    asked = client.post("/$console/entity/orders/actions?queue=dlq", {"action": "resubmit"}, dlq.csrf)
+    assert asked.status == 200 and 'id="confirmation"' in asked.html and _row(client, "orders")[1] == dead
+    assert "Resubmit every message of orders/$DeadLetterQueue?" in asked.html  # asked, nothing done
+    resubmitted = client.post("/$console/entity/orders/actions?queue=dlq",
+                              {"action": "resubmit", "confirmed": "1"}, dlq.csrf)
     assert resubmitted.status == 200 and f"Resubmitted {dead} message(s)" in resubmitted.html
     assert _row(client, "orders")[1] == 0
     with ServiceBusClient.from_connection_string(broker["connection_string"]) as sb, \
             sb.get_queue_receiver("orders", max_wait_time=5) as receiver:
         back = {str(m.message_id): m for m in receiver.peek_messages(max_message_count=50)}
     assert "dl-1" in back and "DeadLetterReason" not in (back["dl-1"].application_properties or {})
-    purged = client.post("/$console/entity/orders/actions?queue=main", {"action": "purge"}, dlq.csrf)
+    asked = client.post("/$console/entity/orders/actions?queue=main", {"action": "purge"}, dlq.csrf)
+    assert 'id="confirmation"' in asked.html and "Purge orders?" in asked.html and _row(client, "orders")[0]
+    purged = client.post("/$console/entity/orders/actions?queue=main", {"action": "purge", "confirmed": "1"},
+                         dlq.csrf)
     assert purged.status == 200 and "Purged" in purged.html
     assert _row(client, "orders")[0] == 0
 
@@ -261,7 +269,8 @@ def test_purging_a_session_queue(broker: dict[str, Any]) -> None:
     _send(broker, "carts", *[ServiceBusMessage(f"item-{i}", session_id=f"cart-{i % 2}") for i in range(4)])
     page = client.get("/$console/entity/carts")
     assert 'name="session_id" required' in page.html  # its send form asks for a session
-    purged = client.post("/$console/entity/carts/actions?queue=main", {"action": "purge"}, page.csrf)
+    purged = client.post("/$console/entity/carts/actions?queue=main", {"action": "purge", "confirmed": "1"},
+                         page.csrf)
     assert purged.status == 200 and "Purged 4 message(s) from carts" in purged.html
     assert _row(client, "carts")[0] == 0
 
@@ -292,7 +301,7 @@ def test_a_listen_only_key_peeks_but_cannot_change_anything(broker: dict[str, An
     reader = ConsoleClient(_base(broker))
     home = reader.sign_in("reader", LISTENER_KEY)
     assert home.status == 200 and "signed in as <b>reader</b>" in home.html
-    assert "Fault injection" not in home.html and LISTENER_KEY in home.html  # its own connection string
+    assert 'id="fault-drop"' not in home.html and LISTENER_KEY in home.html  # its own connection string
     assert "U0FTX0tFWV9WQUxVRQ==" not in home.html
     page = reader.get("/$console/entity/orders")
     assert "keep-1" in page.html and 'id="purge"' not in page.html and 'id="send"' not in page.html
@@ -304,7 +313,7 @@ def test_a_listen_only_key_peeks_but_cannot_change_anything(broker: dict[str, An
     down = reader.post("/$console/faults", {"namespace_down": "drop"}, page.csrf)
     assert down.status == 401
     assert _row(reader, "orders") == before
-    assert _manager(broker).get("/$console/").html.count('class="status-up"') == 1
+    assert _manager(broker).get("/$console/").html.count('class="badge status-up"') == 1
 
 
 def test_a_form_without_the_session_token_is_refused(broker: dict[str, Any]) -> None:
@@ -312,15 +321,19 @@ def test_a_form_without_the_session_token_is_refused(broker: dict[str, Any]) -> 
     assert client.post("/$console/faults", {"namespace_down": "drop"}, None).status == 403
     assert client.post("/$console/faults", {"namespace_down": "drop"}, "other").status == 403
     assert client.post("/$console/faults", {"namespace_down": "drop"}, "jeton-é").status == 403
-    assert 'class="status-up"' in client.get("/$console/").html
+    assert 'class="badge status-up"' in client.get("/$console/").html
 
 
 def test_taking_the_namespace_down_and_back_up(broker: dict[str, Any]) -> None:
     client = _manager(broker)
     page = client.get("/$console/")
-    down = client.post("/$console/faults", {"namespace_down": "drop"}, page.csrf)
-    assert down.status == 200 and 'class="status-down">down (drop)' in down.html
-    assert 'class="status-down">down (drop)' in client.get("/$console/fragments/status").html
+    asked = client.post("/$console/faults", {"namespace_down": "drop"}, page.csrf)
+    assert 'id="confirmation"' in asked.html and "Take the namespace down?" in asked.html
+    assert 'class="badge status-up"' in client.get("/$console/fragments/status").html  # nothing done yet
+    down = client.post("/$console/faults", {"namespace_down": "drop", "confirmed": "1"}, page.csrf)
+    assert "Namespace down (connections dropped), latency 0 ms." in down.html
+    assert down.status == 200 and 'class="badge status-down">down (drop)' in down.html
+    assert 'class="badge status-down">down (drop)' in client.get("/$console/fragments/status").html
     try:
         with pytest.raises(ServiceBusConnectionError), \
                 ServiceBusClient.from_connection_string(broker["connection_string"], retry_total=0) as sb, \
@@ -329,7 +342,7 @@ def test_taking_the_namespace_down_and_back_up(broker: dict[str, Any]) -> None:
         assert "orders" in client.get("/$console/fragments/entities").html  # the console keeps working
     finally:
         up = client.post("/$console/faults", {"namespace_down": "up"}, page.csrf)
-    assert up.status == 200 and 'class="status-up">up' in up.html
+    assert up.status == 200 and 'class="badge status-up">up' in up.html
     _send(broker, "orders", ServiceBusMessage("after the outage"))
     latency = client.post("/$console/faults", {"latency_ms": "abc"}, page.csrf)
     assert latency.status == 400
@@ -340,6 +353,10 @@ def test_static_assets_are_served_from_the_package(broker: dict[str, Any]) -> No
     script = client.get("/$console/static/console.js")
     assert script.status == 200 and "data-refresh" in script.html
     assert client.get("/$console/static/nope.js").status == 404
+    anonymous = ConsoleClient(_base(broker))  # the icon browsers ask every site for needs no session
+    for path in ("/favicon.ico", "/$console/static/favicon.svg"):
+        icon = anonymous.get(path)
+        assert icon.status == 200 and icon.html.startswith("<svg"), path
 
 
 def test_unknown_entities_are_404(broker: dict[str, Any]) -> None:
@@ -356,10 +373,10 @@ def test_each_namespace_links_to_the_others_consoles() -> None:
         client = ConsoleClient(f"http://127.0.0.1:{primary.admin_port}")
         home = client.get(primary.console_url)
         assert f'href="http://127.0.0.1:{secondary.admin_port}/$console/">secondary<' in home.html
-        assert "<b>primary</b> (this one)" in home.html
+        assert "<b>primary</b> <small>(this one)</small>" in home.html
         secondary.faults.set({"namespace_down": "refuse", "latency_ms": 40})  # as its control API would
         row = re.search(r'<tr data-namespace="secondary">.*?</tr>', client.get("/$console/").html).group(0)
-        assert 'class="status-down">down (refuse)' in row and "40 ms" in row
+        assert 'class="badge status-down">down (refuse)' in row and "40 ms" in row
         refreshed = client.get("/$console/fragments/namespaces").html  # what the open page reloads
         assert re.search(r'<tr data-namespace="secondary">.*?down \(refuse\).*?</tr>', refreshed)
         other = ConsoleClient(f"http://127.0.0.1:{secondary.admin_port}")
@@ -371,13 +388,15 @@ def test_partitions_and_latency_switches(broker: dict[str, Any]) -> None:
     client = _manager(broker)
     page = client.get("/$console/entity/sharded")
     assert "partitions" in client.get("/$console/").html and 'value="3:down"' in page.html
-    down = client.post("/$console/entity/sharded/partitions", {"partition": "3:down"}, page.csrf)
+    down = client.post("/$console/entity/sharded/partitions", {"partition": "3:down", "confirmed": "1"},
+                       page.csrf)
     assert down.status == 200 and "Partition 3 down." in down.html
-    assert 'value="3:up" class="down"' in down.html and 'value="4:down" class="up"' in down.html
+    assert 'value="3:up" class="btn down"' in down.html and 'value="4:down" class="btn up"' in down.html
     assert "sharded partition 3" in client.get("/$console/").html
     up = client.post("/$console/entity/sharded/partitions", {"partition": "3:up"}, page.csrf)
     assert up.status == 200 and "sharded partition 3" not in client.get("/$console/").html
-    wrong = client.post("/$console/entity/sharded/partitions", {"partition": "99:down"}, page.csrf)
+    wrong = client.post("/$console/entity/sharded/partitions", {"partition": "99:down", "confirmed": "1"},
+                        page.csrf)
     assert wrong.status == 400
     slow = client.post("/$console/faults", {"latency_ms": "150"}, page.csrf)
     assert slow.status == 200 and "latency 150 ms" in slow.html
@@ -388,17 +407,19 @@ def test_disabling_a_queue_from_its_page(broker: dict[str, Any]) -> None:
     client = _manager(broker)
     page = client.get("/$console/entity/orders")
     assert "<option selected>Active</option>" in page.html
-    disabled = client.post("/$console/entity/orders/status", {"status": "SendDisabled"}, page.csrf)
+    disabled = client.post("/$console/entity/orders/status", {"status": "SendDisabled", "confirmed": "1"},
+                           page.csrf)
     assert disabled.status == 200 and "Status of orders: SendDisabled." in disabled.html
     try:
         with pytest.raises(ServiceBusError, match="disabled"):
             _send(broker, "orders", ServiceBusMessage("refused"))
-        assert "<td>SendDisabled</td>" in client.get("/$console/fragments/entities").html
+        entities = client.get("/$console/fragments/entities").html
+        assert '<span class="badge warn">SendDisabled</span>' in entities
     finally:
         active = client.post("/$console/entity/orders/status", {"status": "Active"}, page.csrf)
     assert active.status == 200 and "<option selected>Active</option>" in active.html
     _send(broker, "orders", ServiceBusMessage("accepted again"))
-    wrong = client.post("/$console/entity/orders/status", {"status": "Paused"}, page.csrf)
+    wrong = client.post("/$console/entity/orders/status", {"status": "Paused", "confirmed": "1"}, page.csrf)
     assert wrong.status == 400 and "The status must be one of" in wrong.html
     reader = ConsoleClient(_base(broker))
     reader_page = reader.sign_in("reader", LISTENER_KEY)
@@ -422,5 +443,6 @@ def test_send_to_a_topic_reaches_its_subscription_and_its_forward(broker: dict[s
                        page.csrf)
     assert sent.status == 200 and "Sent a message to events" in sent.html
     assert _row(client, "audit")[0] == audit + 1  # events -> subscription all -> forwarded to audit
-    refused = client.post("/$console/entity/events/actions?queue=main", {"action": "purge"}, page.csrf)
+    refused = client.post("/$console/entity/events/actions?queue=main", {"action": "purge", "confirmed": "1"},
+                          page.csrf)
     assert refused.status == 400 and "Cannot receive from topic" in refused.html

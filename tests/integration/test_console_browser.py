@@ -175,6 +175,28 @@ def _click(driver: webdriver.Chrome, by: str, value: str) -> None:
     _until(driver, clicked, f"a click on {value}")
 
 
+def _confirm(driver: webdriver.Chrome, by: str, value: str) -> None:
+    """Click a destructive action's button and confirm it in the dialog it opens."""
+    _click(driver, by, value)
+    question = _until(driver, lambda d: d.find_element(By.ID, "confirm-text").text, "the confirmation dialog")
+    assert question.endswith("?") or "?" in question, question
+    _click(driver, By.ID, "confirm-ok")
+
+
+def _open_message(driver: webdriver.Chrome, row: Any) -> Any:
+    """Click a message's row of the table; the row below it that opens, with its properties and body."""
+    row.click()
+    detail = row.find_element(By.XPATH, "following-sibling::tr[1]")
+    _until(driver, lambda d: detail.is_displayed(), "the message's details")
+    return detail
+
+
+def _open_send_form(driver: webdriver.Chrome) -> None:
+    panel = _until(driver, lambda d: d.find_elements(By.ID, "send-panel"), "the send form")[0]
+    if panel.get_attribute("open") is None:
+        panel.find_element(By.TAG_NAME, "summary").click()
+
+
 def _send(entry: dict[str, Any], queue: str, *messages: ServiceBusMessage, retry_total: int = 3) -> None:
     with ServiceBusClient.from_connection_string(entry["connection_string"], retry_total=retry_total) as sb, \
             sb.get_queue_sender(queue) as sender:
@@ -207,11 +229,22 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
         assert re.fullmatch(r"[\d.]+ in/s", _rate(browser, "events"))  # a topic's: what it enqueues only
         _shot(browser, "entities", readme="console-entities.png")
 
+    # A narrow window: the page does not spill sideways (wide tables scroll inside their panel).
+    width = browser.get_window_size()["width"]
+    browser.set_window_size(480, 900)
+    try:
+        overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"the namespace page is {overflow} px wider than a 480-px window"
+        _shot(browser, "namespace-narrow")
+    finally:
+        browser.set_window_size(width, 900)
+
     # Peek: the message's system and application properties and its body.
     _click(browser, By.LINK_TEXT, "orders")
-    peeked = _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "article.message"), "peeked messages")
-    first = peeked[0]
-    assert "order-0" in first.text and "region" in first.text and "'west'" in first.text
+    peeked = _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "tr.message"), "peeked messages")
+    assert "order-0" in peeked[0].text
+    first = _open_message(browser, peeked[0])
+    assert "region" in first.text and "'west'" in first.text
     assert '"order": 0' in first.find_element(By.CSS_SELECTOR, "pre.body-json").text  # shown as JSON
     _shot(browser, "messages")
 
@@ -224,16 +257,16 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
            "the entity page's counts to follow without a reload")
     _click(browser, By.ID, "tab-dlq")
     _until(browser, lambda d: "BadOrder" in d.find_element(By.TAG_NAME, "main").text, "the dead letter")
-    assert "dead-lettered: BadOrder — no customer" in browser.find_element(By.CSS_SELECTOR, "p.reason").text
+    assert "dead-lettered: BadOrder — no customer" in browser.find_element(By.CSS_SELECTOR, ".reason").text
     _shot(browser, "dead-letters")
-    _click(browser, By.ID, "resubmit-all")
+    _confirm(browser, By.ID, "resubmit-all")
     _until(browser, lambda d: d.find_elements(By.ID, "note"), "the resubmit note")
     assert "Resubmitted 1 message(s)" in browser.find_element(By.ID, "note").text
     browser.get(base + "/$console/")
     _until(browser, lambda d: _active(d, "orders") == 4, "the resubmitted message back in orders")
 
     # Take the namespace down: the SDK cannot send; bring it back: it can.
-    _click(browser, By.ID, "fault-drop")
+    _confirm(browser, By.ID, "fault-drop")
     _until(browser, lambda d: d.find_element(By.ID, "ns-status").text == "down (drop)", "the namespace down")
     _shot(browser, "namespace-down")
     with pytest.raises(ServiceBusConnectionError):
@@ -267,7 +300,10 @@ def test_a_person_watches_the_namespace_and_takes_it_down(broker: dict[str, Any]
     for status in ("SendDisabled", "Active"):
         Select(_until(browser, lambda d: d.find_elements(By.ID, "entity-status"), "the status switch")[0]) \
             .select_by_visible_text(status)
-        _click(browser, By.ID, "set-status")
+        if status == "Active":  # back on: nothing to confirm
+            _click(browser, By.ID, "set-status")
+        else:
+            _confirm(browser, By.ID, "set-status")
         _until(browser, lambda d, s=status: f"Status of orders: {s}." in d.find_element(By.ID, "note").text,
                f"orders {status}")
         if status == "SendDisabled":
@@ -310,17 +346,20 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
 
     # A session queue's send form: body, message id, application properties, session id; then a scheduled one.
     _click(browser, By.LINK_TEXT, "carts")
-    _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "form.send"), "the send form")
+    _open_send_form(browser)
     _fill(browser, {"body": '{"sku": "A-1", "qty": 2}', "message_id": "cart-line-1",
                     "properties": '{"channel": "web", "priority": 3}', "session_id": "cart-7"})
     _click(browser, By.ID, "send")
     _until(browser, lambda d: "Sent a message to carts." in d.find_element(By.ID, "note").text, "the send")
-    [card] = browser.find_elements(By.CSS_SELECTOR, "article.message")
-    assert "cart-line-1" in card.text and "cart-7" in card.text and "'web'" in card.text and "3" in card.text
+    [row] = browser.find_elements(By.CSS_SELECTOR, "tr.message")
+    assert "cart-line-1" in row.text
+    card = _open_message(browser, row)
+    assert "cart-7" in card.text and "'web'" in card.text and "3" in card.text
     assert '"qty": 2' in card.find_element(By.CSS_SELECTOR, "pre.body-json").text
     card.find_element(By.XPATH, ".//summary[text()='body as hex']").click()  # the other views, on a click
     assert card.find_element(By.CSS_SELECTOR, "pre.body-hex").text.startswith("7b 22 73 6b 75")
     _shot(browser, "sent")
+    _open_send_form(browser)
     _fill(browser, {"body": "later", "session_id": "cart-7", "schedule_seconds": "3600"})
     _click(browser, By.ID, "send")
     _until(browser, lambda d: "scheduled 1" in d.find_element(By.ID, "counts").text, "the scheduled message")
@@ -333,13 +372,13 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
 
     # A partitioned queue: a partition key sends to its partition; 25 messages page 20 and 5.
     browser.get(base + "/$console/entity/sharded")
-    _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "form.send"), "the send form")
+    _open_send_form(browser)
     _fill(browser, {"body": "keyed", "partition_key": "tenant-9"})
     _click(browser, By.ID, "send")
-    _until(browser, lambda d: "tenant-9" in d.find_element(By.CSS_SELECTOR, "article.message").text,
-           "the keyed message with its PartitionKey")
+    keyed = _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "tr.message"), "the keyed message")[0]
+    assert "tenant-9" in _open_message(browser, keyed).text  # with its PartitionKey
     partition = zlib.crc32(b"tenant-9") % 16  # the partition the key maps to, as the broker hashes it
-    _click(browser, By.CSS_SELECTOR, f"button[value='{partition}:down']")  # shows "up"
+    _confirm(browser, By.CSS_SELECTOR, f"button[value='{partition}:down']")  # shows "up"
     _until(browser, lambda d: f"Partition {partition} down." in d.find_element(By.ID, "note").text,
            "the partition down")
     switch = browser.find_element(By.CSS_SELECTOR, f"button[value='{partition}:up']")
@@ -353,9 +392,9 @@ def test_a_person_sends_test_messages_and_pages_through_them(broker: dict[str, A
     _send(broker, "sharded", ServiceBusMessage("accepted", partition_key="tenant-9"))
     _send(broker, "bulk", *[ServiceBusMessage(f"bulk-{i}") for i in range(25)])
     browser.get(base + "/$console/entity/bulk")
-    _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "article.message")) == 20, "a page of 20")
+    _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.message")) == 20, "a page of 20")
     _click(browser, By.ID, "next-page")
-    _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "article.message")) == 5, "the last 5")
+    _until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.message")) == 5, "the last 5")
     assert "bulk-24" in browser.find_element(By.TAG_NAME, "main").text
     _click(browser, By.LINK_TEXT, "← first")
     _until(browser, lambda d: "bulk-0" in d.find_element(By.TAG_NAME, "main").text, "the first page again")
@@ -393,7 +432,7 @@ def test_a_listen_only_key_finds_no_purge_or_resubmit(broker: dict[str, Any],
     _click(browser, By.LINK_TEXT, "audit")
     _until(browser, lambda d: d.find_elements(By.ID, "tab-dlq"), "the audit page").pop().click()
     _until(browser, lambda d: "Unreadable" in d.find_element(By.TAG_NAME, "main").text, "the dead letter")
-    buttons = [b.text for b in browser.find_elements(By.TAG_NAME, "button")]
+    buttons = [b.text for b in browser.find_elements(By.TAG_NAME, "button") if b.is_displayed()]
     assert buttons == ["sign out"], buttons
     note = browser.find_element(By.ID, "rights-note").text
     assert "purging needs Manage" in note and "resubmitting needs Listen and Send" in note
