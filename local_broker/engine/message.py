@@ -2,7 +2,7 @@
 
 Times are UTC epoch seconds (floats) and TimeToLive is seconds, so the hot path never builds
 datetimes; `get_system_property` / `set_system_property` convert for the rule language.
-`body` and `annotations` belong to the AMQP adapter: stored and returned verbatim.
+`body`, `annotations` and `amqp_properties` belong to the AMQP adapter: stored and returned verbatim.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ _INT_FIELDS: dict[str, str] = {
 # when the copy is first received or expires; until then the subscription holds the topic message itself
 # (a lazy copy, see SubQueue).
 CONTENT_FIELDS = (
+    "amqp_properties",
     "annotations",
     "body",
     "content_type",
@@ -166,7 +167,8 @@ def _copier() -> Any:
 class Message:
     """One message. Construct with keyword arguments; the broker fills the broker-owned fields.
 
-    Sender fields: body, application_properties, annotations, message_id, correlation_id,
+    Sender fields: body, application_properties, annotations, amqp_properties (the adapter's: fields of
+    the AMQP properties section the engine does not read, in their AMQP types), message_id, correlation_id,
     session_id, reply_to_session_id, partition_key, via_partition_key, subject, to, reply_to,
     content_type, time_to_live (seconds or None), scheduled_enqueue_time (epoch seconds or None).
     Broker fields: sequence_number, enqueued_sequence_number, enqueued_time, expires_at,
@@ -182,6 +184,7 @@ class Message:
         application_properties: dict[str, Any] | None = None,
         *,
         annotations: dict[str, Any] | None = None,
+        amqp_properties: dict[str, Any] | None = None,
         message_id: str | None = None,
         correlation_id: str | None = None,
         session_id: str | None = None,
@@ -214,6 +217,7 @@ class Message:
         c.body = body
         self.application_properties = {} if application_properties is None else application_properties
         c.annotations = annotations
+        c.amqp_properties = amqp_properties
         c.message_id = message_id
         c.correlation_id = correlation_id
         c.session_id = session_id

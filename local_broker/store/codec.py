@@ -1,7 +1,8 @@
 """A small tagged JSON encoding that keeps Python value types through the store.
 
 JSON keeps str, int, float, bool and None apart by itself; bytes, datetime, UUID, timedelta, enums,
-dataclasses and lists are wrapped as {"$t": tag, "v": value}.
+dataclasses, lists and the AMQP number types of python-qpid-proton (a message's int32 or uint property,
+which must go back to its receiver in its own type) are wrapped as {"$t": tag, "v": value}.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from proton import byte, float32, int32, short, ubyte, uint, ulong, ushort
+
 _PLAIN = (str, int, float, bool, type(None))
 _TYPES: dict[str, type] = {}
+_NUMBERS: dict[str, type] = {
+    cls.__name__: cls for cls in (byte, short, int32, ubyte, ushort, uint, ulong, float32)}
 
 
 def register(*classes: type) -> None:
@@ -34,6 +39,9 @@ def encode_value(value: Any) -> Any:
         return {"$t": "e", "c": type(value).__name__, "v": value.value}
     if isinstance(value, str):  # str subclasses (e.g. AMQP symbol) are kept as str
         return str(value)
+    if _NUMBERS.get(type(value).__name__) is type(value):
+        plain = float(value) if isinstance(value, float) else int(value)
+        return {"$t": "n", "c": type(value).__name__, "v": plain}
     if isinstance(value, bool | int):
         return int(value) if not isinstance(value, bool) else bool(value)
     if isinstance(value, float):
@@ -76,6 +84,8 @@ def decode_value(value: Any) -> Any:
         return [decode_value(x) for x in v]
     if tag == "m":
         return {decode_value(k): decode_value(x) for k, x in v}
+    if tag == "n":
+        return _NUMBERS[value["c"]](v)
     if tag == "e":
         return _TYPES[value["c"]](v)
     if tag == "c":

@@ -110,7 +110,8 @@ _DATA_FIELDS = attrgetter(
 
 def _content(c: MessageContent, properties: dict[str, Any]) -> list[Any]:
     """A payload's `data` (as a list): the content fields (body apart) and the application properties."""
-    return [*_DATA_FIELDS(c), encode_properties(c.annotations), encode_properties(properties)]
+    return [*_DATA_FIELDS(c), encode_properties(c.annotations), encode_properties(properties),
+            encode_properties(c.amqp_properties)]
 
 
 def _record(delivery_count: int, state: int, locked_until: float | None, lock_token: bytes | None,
@@ -136,6 +137,7 @@ def _template(payload: int, d: list[Any], body: bytes) -> Message:
         bytes(body),
         decode_properties(d[17]),
         annotations=decode_properties(d[16]),
+        amqp_properties=decode_properties(d[18]) if len(d) > 18 else None,  # older rows end at 18
         message_id=d[0],
         correlation_id=d[1],
         session_id=d[2],

@@ -6,6 +6,13 @@ the body sections stay raw. A batch (transfer message-format 0x80013700) is unpa
 Data section of its envelope.
 Outbound: a header that always carries delivery-count, the client's annotations merged with the
 broker's `x-opt-*`, the properties, the application-properties, then the body bytes verbatim.
+
+Every field goes out in the AMQP type Service Bus sends and strict decoders (.NET's AmqpMessageConverter,
+uAMQP-C, Java's proton-j) require; tests/compat/wire_types.py holds the table and where each
+row comes from. Values a client chose the type of (application properties, its annotations, a message-id
+that is a uuid, ulong or binary) go back in that type; the properties the engine does not read
+(content-encoding, user-id, group-sequence, and creation-time and absolute-expiry-time of a message
+without a time to live) ride along in `Message.amqp_properties`.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from proton import char, symbol, timestamp
+from proton import byte, char, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 
 from local_broker.engine import Message
 from local_broker.wire.amqp import codec
@@ -34,9 +41,15 @@ BROKER_ANNOTATIONS = frozenset({
 })
 
 
+# proton's number types the engine keeps as they are (int and float subclasses): a client's int32
+# property goes back as an int32, not as the long a plain int encodes to.
+AMQP_NUMBERS = frozenset({byte, short, int32, ubyte, ushort, uint, ulong, float32})
+
+
 def to_python(value: Any) -> Any:
-    """An AMQP value as the engine stores it (proton's type wrappers dropped, timestamps as datetimes)."""
-    if isinstance(value, bool) or value is None:
+    """An AMQP value as the engine stores it (symbols as str, timestamps as datetimes, binaries as bytes;
+    numbers keep their AMQP type)."""
+    if isinstance(value, bool) or value is None or type(value) in AMQP_NUMBERS:
         return value
     if isinstance(value, timestamp):
         return datetime.fromtimestamp(int(value) / 1000, UTC)
@@ -69,7 +82,10 @@ def to_amqp(value: Any) -> Any:
 
 
 def _text(value: Any) -> str | None:
-    return None if value is None else str(to_python(value))
+    if value is None:
+        return None
+    value = to_python(value)
+    return str(int(value)) if isinstance(value, int) else str(value)  # a ulong id is its digits
 
 
 def _epoch(value: Any) -> float | None:
@@ -93,6 +109,10 @@ _PROPERTY_KEYWORDS = {
     "reply_to_group_id": "reply_to_session_id", "subject": "subject", "to": "to", "reply_to": "reply_to",
     "content_type": "content_type",
 }
+# properties section fields kept for the wire only (Message.amqp_properties), besides typed ids
+_KEPT_PROPERTIES = frozenset({"content_encoding", "user_id", "group_sequence", "creation_time",
+                              "absolute_expiry_time"})
+_TYPED_IDS = frozenset({"message_id", "correlation_id"})  # message-id-ulong / -uuid / -binary / -string
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
@@ -100,10 +120,20 @@ def decode_message(raw: bytes) -> Message:
     """A client's encoded message as the engine keeps it; only the fields it sets are passed on."""
     sections = codec.decode_sections(raw)
     fields: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
     for name, value in sections.properties.items():
         keyword = _PROPERTY_KEYWORDS.get(name)
         if keyword is not None:
-            fields[keyword] = value if type(value) is str else _text(value)
+            if type(value) is str:
+                fields[keyword] = value
+                continue
+            fields[keyword] = _text(value)
+            if name in _TYPED_IDS and not isinstance(value, str):
+                kept[name] = to_python(value)
+        elif name in _KEPT_PROPERTIES:
+            kept[name] = to_python(value)
+    if kept:
+        fields["amqp_properties"] = kept
     ann = sections.annotations
     if ann:
         annotations = {}
@@ -152,8 +182,8 @@ def _broker_annotations(msg: Message, with_lock: bool) -> list[Any]:
                         ENQUEUE_SEQUENCE_NUMBER, msg.enqueued_sequence_number]
     if with_lock and msg.locked_until is not None:
         items += (LOCKED_UNTIL, _ms(msg.locked_until))
-    if msg.state:
-        items += (MESSAGE_STATE, int(msg.state))
+    if msg.state:  # an int, as Service Bus sends it (.NET unboxes it as its int enum)
+        items += (MESSAGE_STATE, int32(msg.state))
     if msg.partition_key is not None:
         items += (_PARTITION_KEY, msg.partition_key)
     if msg.via_partition_key is not None:
@@ -162,19 +192,35 @@ def _broker_annotations(msg: Message, with_lock: bool) -> list[Any]:
         items += (_SCHEDULED_ENQUEUE_TIME, _ms(msg.scheduled_enqueue_time))
     if msg.dead_letter_source is not None:
         items += (DEADLETTER_SOURCE, msg.dead_letter_source)
-    if msg.partition_id is not None:
-        items += (PARTITION_ID, msg.partition_id)
+    if msg.partition_id is not None:  # a short, as Service Bus sends it (.NET's PartitionId is a short)
+        items += (PARTITION_ID, short(msg.partition_id))
     return items
+
+
+def _typed_id(kept: dict[str, Any], name: str, text: str | None) -> Any:
+    """A message-id or correlation-id in the AMQP type the client sent it in, unless it changed since."""
+    typed = kept.get(name)
+    return typed if typed is not None and _text(typed) == text else text
 
 
 def _property_list(msg: Message) -> list[Any]:
     """The properties section's fields (codec.PROPERTY_FIELDS order), trailing nulls dropped."""
+    kept = msg.amqp_properties or {}
     if msg.time_to_live is not None and not math.isinf(msg.expires_at):
         expiry, creation = _ms(msg.expires_at), _ms(msg.enqueued_time)
     else:
-        expiry = creation = None
-    fields = [msg.message_id, None, msg.to, msg.subject, msg.reply_to, msg.correlation_id, msg.content_type,
-              None, expiry, creation, msg.session_id, None, msg.reply_to_session_id]
+        expiry, creation = to_amqp(kept.get("absolute_expiry_time")), to_amqp(kept.get("creation_time"))
+    content_type, encoding = msg.content_type, kept.get("content_encoding")
+    group_sequence = kept.get("group_sequence")
+    fields = [
+        _typed_id(kept, "message_id", msg.message_id) if kept else msg.message_id,
+        kept.get("user_id"), msg.to, msg.subject, msg.reply_to,
+        _typed_id(kept, "correlation_id", msg.correlation_id) if kept else msg.correlation_id,
+        None if content_type is None else symbol(content_type),  # symbols (AMQP 1.0 3.2.4)
+        None if encoding is None else symbol(encoding),
+        expiry, creation, msg.session_id,
+        None if group_sequence is None else uint(group_sequence),  # a sequence-no (uint)
+        msg.reply_to_session_id]
     while fields and fields[-1] is None:
         fields.pop()
     return fields

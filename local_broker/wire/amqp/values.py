@@ -3,8 +3,11 @@
 proton's `Data` goes through cffi for every item and costs tens of microseconds per section; the
 values Service Bus messages carry (null, booleans, integers, strings, symbols, binaries, uuids,
 timestamps, lists and maps of those) are decoded and encoded here directly. Anything else (described
-values, arrays, decimals, chars, floats) falls back to proton `Data`, so every valid value still works.
-Decoded values keep proton's marker types where the type matters on the way back: `symbol`, `timestamp`.
+values, arrays, decimals, chars) falls back to proton `Data`, so every valid value still works.
+Decoded values keep their AMQP type where it is not the one a plain Python value encodes to: `symbol`,
+`timestamp`, and proton's number types (ubyte, byte, ushort, short, uint, int32, ulong, float32), so that
+an int a .NET client put in an application property comes back an int, not a long; a long decodes to a
+plain int, which encodes as a long.
 """
 
 from __future__ import annotations
@@ -14,7 +17,21 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from proton import Array, Data, Described, int32, symbol, timestamp, uint, ulong
+from proton import (
+    Array,
+    Data,
+    Described,
+    byte,
+    float32,
+    int32,
+    short,
+    symbol,
+    timestamp,
+    ubyte,
+    uint,
+    ulong,
+    ushort,
+)
 
 _B = struct.Struct(">b")
 _H = struct.Struct(">H")
@@ -24,10 +41,13 @@ _i = struct.Struct(">i")
 _Q = struct.Struct(">Q")
 _q = struct.Struct(">q")
 _d = struct.Struct(">d")
-# Fixed-width numbers: byte, smallint, smalllong, ushort, short, uint, int, long, double.
-_FIXED_WIDTH = {0x51: _B, 0x54: _B, 0x55: _B, 0x60: _H, 0x61: _h,
-                0x70: _I, 0x71: _i, 0x81: _q, 0x82: _d}
-_ULONG_0 = ulong(0)
+_f = struct.Struct(">f")
+# Fixed-width numbers as plain Python values: smalllong, long, double.
+_FIXED_WIDTH = {0x55: _B, 0x81: _q, 0x82: _d}
+# ... and those that keep their AMQP type: byte, smallint, ushort, short, uint, int, float.
+_TYPED_WIDTH = {0x51: (_B, byte), 0x54: (_B, int32), 0x60: (_H, ushort), 0x61: (_h, short),
+                0x70: (_I, uint), 0x71: (_i, int32), 0x72: (_f, float32)}
+_ULONG_0, _UINT_0 = ulong(0), uint(0)
 
 
 class _Fallback(Exception):
@@ -44,13 +64,15 @@ def _read(buf: bytes, pos: int) -> tuple[Any, int]:
     if code == 0x42:
         return False, pos
     if code == 0x43:
-        return 0, pos
+        return _UINT_0, pos
     if code == 0x44:  # ulongs stay ulongs: a ulong message-id (Java's requests) comes back as one
         return _ULONG_0, pos
     if code == 0x45:
         return [], pos
-    if code in (0x50, 0x52):
-        return buf[pos], pos + 1
+    if code == 0x50:
+        return ubyte(buf[pos]), pos + 1
+    if code == 0x52:
+        return uint(buf[pos]), pos + 1
     if code == 0x53:
         return ulong(buf[pos]), pos + 1
     if code == 0x80:
@@ -58,6 +80,10 @@ def _read(buf: bytes, pos: int) -> tuple[Any, int]:
     fixed = _FIXED_WIDTH.get(code)
     if fixed is not None:
         return fixed.unpack_from(buf, pos)[0], pos + fixed.size
+    typed = _TYPED_WIDTH.get(code)
+    if typed is not None:
+        fixed, kind = typed
+        return kind(fixed.unpack_from(buf, pos)[0]), pos + fixed.size
     if code == 0x56:
         return buf[pos] != 0, pos + 1
     if code == 0x83:
@@ -171,6 +197,9 @@ def _write(value: Any, out: list[bytes]) -> None:
         out.append(b"\x80" + _Q.pack(value))
     elif kind is int32:
         out.append(b"\x71" + _i.pack(value))
+    elif kind in _NUMBER_CODES:
+        code, fixed = _NUMBER_CODES[kind]
+        out.append(code + fixed.pack(value))
     elif kind is dict:
         _write_compound(0xD1, [x for pair in value.items() for x in pair], 2 * len(value), out)
     elif kind is list:
@@ -179,6 +208,10 @@ def _write(value: Any, out: list[bytes]) -> None:
         data = Data()
         data.put_object(value)
         out.append(bytes(data.encode()))
+
+
+_NUMBER_CODES = {ubyte: (b"\x50", struct.Struct(">B")), byte: (b"\x51", _B), ushort: (b"\x60", _H),
+                 short: (b"\x61", _h), float32: (b"\x72", _f)}
 
 
 def _write_compound(code: int, items: Any, count: int, out: list[bytes]) -> None:

@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from proton import byte, float32, int32, short, ubyte, uint, ulong, ushort
 
 from local_broker.engine import EntityStatus, QueueProperties, RuleProperties, SqlFilter
 from local_broker.store.codec import (
@@ -37,6 +38,7 @@ from local_broker.store.codec import (
         EntityStatus.SEND_DISABLED,
         QueueProperties("q", lock_duration=timedelta(seconds=7)),
         RuleProperties("r", SqlFilter("a = @p", {"@p": 1.5})),
+        int32(-7), uint(7), ulong(2**63), short(-3), ushort(3), byte(-1), ubyte(255), float32(1.5),
     ],
 )
 def test_round_trip_keeps_type_and_value(value) -> None:
@@ -55,6 +57,13 @@ def test_plain_properties_pass_through_untouched() -> None:
     assert encode_properties(props) is props
     mixed = {"a": 1, "b": b"x"}
     assert decode_properties(loads(dumps(encode_properties(mixed)))) == mixed
+
+
+def test_amqp_number_properties_keep_their_type() -> None:
+    """An int32 application property must go back to its receiver as an int32 after a restart."""
+    props = {"i": int32(7), "u": uint(1), "plain": 2}
+    back = decode_properties(loads(dumps(encode_properties(props))))
+    assert back == props and [type(v) for v in back.values()] == [int32, uint, int]
 
 
 def test_str_subclass_is_kept_as_str() -> None:

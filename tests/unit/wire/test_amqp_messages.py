@@ -9,9 +9,25 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from proton import UNDESCRIBED, Array, Data, Message, char, float32, int32, symbol, timestamp, ulong
+from proton import (
+    UNDESCRIBED,
+    Array,
+    Data,
+    Message,
+    char,
+    float32,
+    int32,
+    short,
+    symbol,
+    timestamp,
+    ubyte,
+    uint,
+    ulong,
+)
 
+from local_broker.engine import MessageState
 from local_broker.wire.amqp import codec, messages
+from local_broker.wire.amqp.values import encode_map_items
 
 FOOTER = codec.described(codec.FOOTER, codec.encode_value({symbol("x-hash"): b"\x01\x02"}))
 
@@ -116,3 +132,77 @@ EMPTY_BODY = codec.described(codec.DATA, b"\xa0\x00")
 def test_malformed_messages_are_decode_errors(raw: bytes) -> None:
     with pytest.raises(codec.MessageDecodeError):
         messages.decode_transfer(raw)
+
+
+def _delivered(m, *, with_lock: bool = True) -> Message:
+    """What a receiver's proton decodes from the broker's delivery of engine message `m` (proton keeps
+    each value's AMQP type: symbol vs str, int32 vs long, short, uint, timestamp)."""
+    out = Message()
+    out.decode(messages.encode_message(m, with_lock=with_lock))
+    return out
+
+
+def _stamped(m, **broker_fields):
+    m.sequence_number, m.enqueued_sequence_number, m.enqueued_time = 300, 7, 1700000000.0
+    for name, value in broker_fields.items():
+        setattr(m, name, value)
+    return m
+
+
+@pytest.mark.parametrize("sequence_number", [1, 127, 128, 2**40])
+@pytest.mark.parametrize("with_lock", [False, True])
+def test_the_fast_annotations_are_the_generic_encoders_bytes(sequence_number, with_lock) -> None:
+    m = _stamped(messages.decode_transfer(bytes(Message(body=b"x").encode()))[0], locked_until=1700000060.5)
+    m.sequence_number = m.enqueued_sequence_number = sequence_number
+    fast = messages._encoded_broker_annotations(m, with_lock)
+    assert fast == encode_map_items(messages._broker_annotations(m, with_lock))
+    assert {type(v) for v in codec.decode_value(fast).values()} <= {int, timestamp}
+
+
+def test_broker_annotations_go_out_in_service_bus_types() -> None:
+    """x-opt-message-state is an int and x-opt-partition-id a short (.NET unboxes them as such)."""
+    m = _stamped(messages.decode_transfer(bytes(Message(body=b"x").encode()))[0],
+                 state=MessageState.DEFERRED, partition_id=3, dead_letter_source="q1", partition_key="pk",
+                 scheduled_enqueue_time=1700000100.0)
+    ann = _delivered(m, with_lock=False).annotations
+    assert type(ann[symbol("x-opt-message-state")]) is int32 and ann[symbol("x-opt-message-state")] == 1
+    assert type(ann[symbol("x-opt-partition-id")]) is short and ann[symbol("x-opt-partition-id")] == 3
+    assert type(ann[symbol("x-opt-sequence-number")]) is int  # a long
+    assert type(ann[symbol("x-opt-enqueue-sequence-number")]) is int
+    assert type(ann[symbol("x-opt-enqueued-time")]) is timestamp
+    assert type(ann[symbol("x-opt-scheduled-enqueue-time")]) is timestamp
+    assert type(ann[symbol("x-opt-deadletter-source")]) is str
+    assert type(ann[symbol("x-opt-partition-key")]) is str
+
+
+def test_content_type_and_encoding_are_symbols_whatever_the_client_sent() -> None:
+    """AMQP 1.0 3.2.4 makes both symbols; uAMQP-C and .NET refuse a message where they are strings."""
+    for content_type in (symbol("application/json"), "application/json"):
+        raw = codec.described(codec.PROPERTIES, codec.encode_value(
+            [None, None, None, None, None, None, content_type, symbol("gzip")])) + EMPTY_BODY
+        out = _delivered(_stamped(messages.decode_transfer(raw)[0]))
+        assert (type(out.content_type), out.content_type) == (symbol, "application/json")
+        assert (type(out.content_encoding), out.content_encoding) == (symbol, "gzip")
+
+
+def test_the_clients_types_are_kept() -> None:
+    """Ids in their own AMQP type, user-id, group-sequence, times of a message without TTL, and typed
+    application properties come back as the client sent them."""
+    raw = codec.described(codec.PROPERTIES, codec.encode_value([
+        uuid.UUID(int=5), b"user", None, None, None, ulong(42), None, None, timestamp(1700000900000),
+        timestamp(1700000000000), "s", uint(3), "rs"]))
+    raw += codec.described(codec.APPLICATION_PROPERTIES, codec.encode_value({
+        "i": int32(7), "u": uint(8), "h": short(-2), "b": ubyte(1), "f": float32(0.5), "l": 9,
+        "big": ulong(2**63), "sym": symbol("text")}))
+    m = messages.decode_transfer(raw + EMPTY_BODY)[0]
+    assert (m.message_id, m.correlation_id) == (str(uuid.UUID(int=5)), "42")  # the engine's view
+    out = _delivered(_stamped(m))
+    sent = codec.decode_sections(messages.encode_message(m, with_lock=True)).properties
+    assert sent["message_id"] == uuid.UUID(int=5)
+    assert (type(sent["correlation_id"]), sent["correlation_id"]) == (ulong, 42)
+    assert (out.user_id, out.group_sequence, out.group_id, out.reply_to_group_id) == (b"user", 3, "s", "rs")
+    assert (out.creation_time, out.expiry_time) == (1700000000.0, 1700000900.0)
+    assert {k: type(v) for k, v in out.properties.items()} == {
+        "i": int32, "u": uint, "h": short, "b": ubyte, "f": float32, "l": int, "big": ulong, "sym": str}
+    m.message_id = "changed by a rule action"
+    assert _delivered(_stamped(m)).id == "changed by a rule action"

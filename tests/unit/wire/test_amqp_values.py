@@ -12,14 +12,18 @@ from proton import (
     Array,
     Data,
     Described,
+    byte,
     char,
     decimal64,
     float32,
     int32,
+    short,
     symbol,
     timestamp,
+    ubyte,
     uint,
     ulong,
+    ushort,
 )
 
 from local_broker.wire.amqp.values import decode_value, encode_map_items, encode_value
@@ -66,10 +70,25 @@ def test_round_trip_and_proton_agrees(value) -> None:
 def test_types_that_matter_on_the_way_back_are_kept() -> None:
     assert type(decode_value(encode_value(symbol("s")))) is symbol
     assert type(decode_value(encode_value(timestamp(5)))) is timestamp
+    assert type(decode_value(encode_value(7))) is int and encode_value(7)[0] == 0x55  # a long
     assert decode_value(encode_value(datetime(2024, 1, 1, tzinfo=UTC))) == timestamp(1704067200000)
 
 
-@pytest.mark.parametrize("value", [float32(1.5), char("c"), decimal64(Decimal(7)),
+@pytest.mark.parametrize("value", [
+    ubyte(200), byte(-2), ushort(60000), short(-300), uint(0), uint(7), uint(2**31), int32(-9), int32(70000),
+    ulong(0), ulong(9), ulong(2**63), float32(1.5),
+])
+def test_amqp_numbers_keep_their_type(value) -> None:
+    """What a client sent as an int (0x71, or 0x54 as proton writes small ones) stays an int, and so on:
+    .NET unboxes an application property or annotation as the type it was sent in."""
+    raw = encode_value(value)
+    assert type(decode_value(raw)) is type(value) and decode_value(raw) == value
+    proton_raw = _proton_encode(value)
+    assert type(decode_value(proton_raw)) is type(value) and decode_value(proton_raw) == value
+    assert type(_proton_decode(raw)) is type(value)
+
+
+@pytest.mark.parametrize("value", [char("c"), decimal64(Decimal(7)),
                                    Described(symbol("d"), "v"), Array(UNDESCRIBED, Data.INT, 1, 2)])
 def test_other_types_fall_back_to_proton(value) -> None:
     raw = encode_value(value)
