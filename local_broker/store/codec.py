@@ -1,8 +1,9 @@
 """A small tagged JSON encoding that keeps Python value types through the store.
 
 JSON keeps str, int, float, bool and None apart by itself; bytes, datetime, UUID, timedelta, enums,
-dataclasses, lists and the AMQP number types of python-qpid-proton (a message's int32 or uint property,
-which must go back to its receiver in its own type) are wrapped as {"$t": tag, "v": value}.
+dataclasses, lists, the AMQP number types of python-qpid-proton (a message's int32 or uint property,
+which must go back to its receiver in its own type) and described values (.NET sends a TimeSpan, Uri or
+DateTimeOffset property as one) are wrapped as {"$t": tag, "v": value}.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from proton import byte, float32, int32, short, ubyte, uint, ulong, ushort
+from proton import Described, byte, float32, int32, short, symbol, ubyte, uint, ulong, ushort
 
 _PLAIN = (str, int, float, bool, type(None))
 _TYPES: dict[str, type] = {}
@@ -58,6 +59,9 @@ def encode_value(value: Any) -> Any:
         return {"$t": "u", "v": str(value)}
     if isinstance(value, list | tuple):
         return {"$t": "l", "v": [encode_value(v) for v in value]}
+    if isinstance(value, Described):
+        symbolic = isinstance(value.descriptor, symbol)  # descriptors are symbols or ulongs
+        return {"$t": "x", "s": symbolic, "v": [encode_value(value.descriptor), encode_value(value.value)]}
     if isinstance(value, dict):
         return {"$t": "m", "v": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
     if dataclasses.is_dataclass(value):
@@ -86,6 +90,9 @@ def decode_value(value: Any) -> Any:
         return {decode_value(k): decode_value(x) for k, x in v}
     if tag == "n":
         return _NUMBERS[value["c"]](v)
+    if tag == "x":
+        descriptor = decode_value(v[0])
+        return Described(symbol(descriptor) if value["s"] else descriptor, decode_value(v[1]))
     if tag == "e":
         return _TYPES[value["c"]](v)
     if tag == "c":
@@ -94,7 +101,8 @@ def decode_value(value: Any) -> Any:
     raise ValueError(f"unknown stored value tag {tag!r}")
 
 
-_STORABLE = (str, int, float, bool, type(None), bytes, bytearray, memoryview, datetime, timedelta, uuid.UUID)
+_STORABLE = (str, int, float, bool, type(None), bytes, bytearray, memoryview, datetime, timedelta, uuid.UUID,
+             Described)
 
 
 def unstorable(props: dict[Any, Any]) -> str | None:

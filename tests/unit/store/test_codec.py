@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from proton import byte, float32, int32, short, ubyte, uint, ulong, ushort
+from proton import Described, byte, float32, int32, short, symbol, ubyte, uint, ulong, ushort
 
 from local_broker.engine import EntityStatus, QueueProperties, RuleProperties, SqlFilter
 from local_broker.store.codec import (
@@ -64,6 +64,13 @@ def test_amqp_number_properties_keep_their_type() -> None:
     props = {"i": int32(7), "u": uint(1), "plain": 2}
     back = decode_properties(loads(dumps(encode_properties(props))))
     assert back == props and [type(v) for v in back.values()] == [int32, uint, int]
+
+
+def test_described_properties_keep_their_descriptor() -> None:
+    """.NET sends TimeSpan, Uri and DateTimeOffset application properties as described values."""
+    for value in (Described(symbol("com.microsoft:timespan"), 10_000_000), Described(ulong(0x137), "x")):
+        back = decode_value(loads(dumps(encode_value(value))))
+        assert back == value and type(back.descriptor) is type(value.descriptor)
 
 
 def test_str_subclass_is_kept_as_str() -> None:
