@@ -397,12 +397,12 @@ class RequestLink:
              body: Any) -> WireMessage:
         """Send one request; the reply, every field of it checked by `audit` (a $cbs one if `operation`
         is None)."""
-        message = Message(id=self.request_id(), reply_to=self.reply_to, properties=application_properties,
-                          body=body)
+        request_id = self.request_id()  # proton's Message reads a ulong id back as an int: keep ours
+        message = Message(id=request_id, reply_to=self.reply_to, properties=application_properties, body=body)
         self.sender.send(message)
         reply = next_delivery(self.connection, self.replies, f"a reply to {operation or 'put-token'}")
         reply.settle()
-        return audit.reply(reply.raw, message.id, operation=operation)
+        return audit.reply(reply.raw, request_id, operation=operation)
 
     def management(self, audit: Audit, operation: str, body: dict[str, Any], **extra: Any) -> WireMessage:
         """A `$management` request as .NET's AmqpRequestMessage.cs builds it: operation, server-timeout
