@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -19,7 +18,6 @@ import pytest
 from proton import Data, Message, Sender, int32, symbol, uint, ulong
 from proton.utils import BlockingConnection
 
-from local_broker.auth import generate_sas_token
 from local_broker.wire.amqp import codec
 from local_broker.wire.amqp.values import encode_value
 from patterns.drills.broker import BrokerNamespace
@@ -32,9 +30,11 @@ from tests.compat.wire_types import (
     LinkShape,
     RequestLink,
     decoded,
+    dotnet_connection,
     next_delivery,
     put_token,
     raw_receiver,
+    sas_token,
     status,
 )
 
@@ -50,12 +50,6 @@ def namespace(serve) -> BrokerNamespace:
     return serve(TOPOLOGY)["links"]
 
 
-def token_for(namespace: BrokerNamespace, path: str, key: str | None = None) -> tuple[str, str]:
-    host, key_name, real_key = _settings(namespace)
-    audience = f"sb://{host}/{path}"
-    return audience, generate_sas_token(audience, key_name, key or real_key, int(time.time()) + 3600)
-
-
 @pytest.fixture
 def connection(namespace: BrokerNamespace) -> Iterator[BlockingConnection]:
     host, _, _ = _settings(namespace)
@@ -69,9 +63,9 @@ def test_put_token_in_the_sdks_form_authorizes_and_is_answered_in_its_types(name
                                                                              sdk) -> None:
     audit = Audit()
     cbs = RequestLink(connection, "$cbs", sdk=sdk)
-    wrong = put_token(cbs, audit, *token_for(namespace, "q", key="d3Jvbmc="))
+    wrong = put_token(cbs, audit, *sas_token(namespace, "q", key="d3Jvbmc="))
     assert status(wrong) == 401 and type(wrong.application_properties["status-description"]) is str
-    assert status(put_token(cbs, audit, *token_for(namespace, "q"))) == 202
+    assert status(put_token(cbs, audit, *sas_token(namespace, "q"))) == 202
     assert {("cbs reply", "status-code"), ("cbs reply", "status-description"),
             ("cbs reply", "correlation-id")} <= audit.seen
     sender = connection.create_sender("q", options=LinkShape(properties=DOTNET_LINK))
@@ -177,10 +171,8 @@ def test_a_dotnet_batch_is_delivered_as_its_messages_with_their_own_fields(names
                                                                             partition_key) -> None:
     host, _, _ = _settings(namespace)
     proxy = BatchFraming(*host.split(":"))
-    connection = BlockingConnection(f"amqp://127.0.0.1:{proxy.port}", timeout=10, allowed_mechs="ANONYMOUS")
-    try:
+    with dotnet_connection(namespace, f"127.0.0.1:{proxy.port}") as connection:
         audit = Audit(own=frozenset({"i", "kind"}))
-        assert status(put_token(RequestLink(connection, "$cbs"), audit, *token_for(namespace, ""))) == 202
         annotations = {symbol("x-opt-partition-key"): partition_key} if partition_key else None
         inner = [Message(id=f"{queue}-{i}", subject=f"s{i}", content_type="text/plain", ttl=60,
                          properties={"i": int32(i), "kind": ulong(i)}, body=f"body {i}".encode(),
@@ -198,5 +190,3 @@ def test_a_dotnet_batch_is_delivered_as_its_messages_with_their_own_fields(names
             assert (type(m.application_properties["i"]), type(m.application_properties["kind"])) == (
                 int32, ulong)
             got.settle()
-    finally:
-        connection.close()

@@ -15,17 +15,18 @@ import pytest
 from proton import UNDESCRIBED, Array, Data, Message, int32, symbol, timestamp, uint
 from proton.utils import BlockingConnection
 
-from local_broker.auth import generate_sas_token
 from patterns.drills.broker import BrokerNamespace
-from tests.compat.test_raw_amqp import SessionFilter, _settings
+from tests.compat.test_raw_amqp import SessionFilter
 from tests.compat.wire_types import (
     REPLY_BODIES,
     Audit,
     RequestLink,
     WireMessage,
+    dotnet_connection,
     next_delivery,
     put_token,
     raw_receiver,
+    sas_token,
     status,
 )
 
@@ -40,13 +41,8 @@ def namespace(serve) -> BrokerNamespace:
 
 @pytest.fixture
 def connection(namespace: BrokerNamespace) -> Iterator[BlockingConnection]:
-    host, key_name, key = _settings(namespace)
-    opened = BlockingConnection(f"amqp://{host}", timeout=10, allowed_mechs="ANONYMOUS")
-    audience = f"sb://{host}/"
-    token = generate_sas_token(audience, key_name, key, int(time.time()) + 3600)
-    assert status(put_token(RequestLink(opened, "$cbs"), Audit(), audience, token)) == 202
-    yield opened
-    opened.close()
+    with dotnet_connection(namespace) as opened:
+        yield opened
 
 
 def uuids(*values: uuid.UUID) -> Array:
@@ -157,10 +153,8 @@ def test_javas_ulong_request_ids_are_echoed_as_ulongs(namespace, connection) -> 
     """Java's RequestResponseChannel numbers requests with ulongs, from 0, on unsettled links named
     `<name>:sender` / `:receiver`; the reply's correlation-id must be the same ulong."""
     audit = Audit(own=frozenset({"touched"}))  # the property an earlier test's abandon set
-    host, key_name, key = _settings(namespace)
-    audience = f"sb://{host}/q"
-    token = generate_sas_token(audience, key_name, key, int(time.time()) + 3600)
-    assert status(put_token(RequestLink(connection, "$cbs", sdk="Java"), audit, audience, token)) == 202
+    cbs = RequestLink(connection, "$cbs", sdk="Java")
+    assert status(put_token(cbs, audit, *sas_token(namespace, "q"))) == 202
     q = RequestLink(connection, "q/$management", sdk="Java")
     assert status(q.management(audit, "com.microsoft:peek-message", {
         "from-sequence-number": 1, "message-count": int32(1)})) in (200, 204)

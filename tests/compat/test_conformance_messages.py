@@ -29,9 +29,8 @@ from proton import (
 )
 from proton.utils import BlockingConnection
 
-from local_broker.auth import generate_sas_token
 from patterns.drills.broker import BrokerNamespace
-from tests.compat.test_raw_amqp import SessionFilter, _settings
+from tests.compat.test_raw_amqp import SessionFilter
 from tests.compat.wire_types import (
     ENTITY_TYPE,
     MESSAGE_ID_TYPES,
@@ -43,8 +42,8 @@ from tests.compat.wire_types import (
     RequestLink,
     WireMessage,
     amqp_type,
+    dotnet_connection,
     next_delivery,
-    put_token,
     raw_receiver,
     status,
 )
@@ -72,15 +71,8 @@ def namespace(serve) -> BrokerNamespace:
 
 @pytest.fixture
 def connection(namespace: BrokerNamespace) -> Iterator[BlockingConnection]:
-    """A connection authorized for the namespace by a put-token in .NET's form (its reply audited)."""
-    host, key_name, key = _settings(namespace)
-    opened = BlockingConnection(f"amqp://{host}", timeout=10, allowed_mechs="ANONYMOUS")
-    cbs = RequestLink(opened, "$cbs")
-    audience = f"sb://{host}/"
-    token = generate_sas_token(audience, key_name, key, int(time.time()) + 3600)
-    assert status(put_token(cbs, Audit(), audience, token)) == 202
-    yield opened
-    opened.close()
+    with dotnet_connection(namespace) as opened:
+        yield opened
 
 
 def dotnet_message(message_id: object = None, **fields: object) -> Message:

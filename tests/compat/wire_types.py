@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,10 @@ from proton import (
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection
 
+from local_broker.auth import generate_sas_token
 from local_broker.wire.amqp import codec, compat
+from patterns.drills.broker import BrokerNamespace
+from tests.compat.test_raw_amqp import _settings
 
 TIMEOUT_S = 10
 
@@ -422,6 +426,26 @@ def put_token(link: RequestLink, audit: Audit, audience: str, token: str) -> Wir
     expires = timestamp(int((time.time() + 3600) * 1000))
     return link.call(audit, None, {"operation": "put-token", "type": "servicebus.windows.net:sastoken",
                                    "name": audience, "expiration": expires}, token)
+
+
+def sas_token(namespace: BrokerNamespace, path: str = "", key: str | None = None) -> tuple[str, str]:
+    """(audience, SAS token) for `sb://<host>/<path>` with the namespace's policy (or another `key`)."""
+    host, key_name, real_key = _settings(namespace)
+    audience = f"sb://{host}/{path}"
+    return audience, generate_sas_token(audience, key_name, key or real_key, int(time.time()) + 3600)
+
+
+@contextmanager
+def dotnet_connection(namespace: BrokerNamespace, host: str | None = None) -> Iterator[BlockingConnection]:
+    """A connection (to `host`, by default the namespace's AMQP port) authorized for the whole namespace by
+    a put-token in .NET's form, its reply audited."""
+    opened = BlockingConnection(f"amqp://{host or _settings(namespace)[0]}", timeout=TIMEOUT_S,
+                                allowed_mechs="ANONYMOUS")
+    try:
+        assert status(put_token(RequestLink(opened, "$cbs"), Audit(), *sas_token(namespace))) == 202
+        yield opened
+    finally:
+        opened.close()
 
 
 def status(reply: WireMessage) -> int:
