@@ -52,7 +52,8 @@ TOPOLOGY = {"namespaces": {"conformance": {"queues": {
     "plain": {}, "partitioned": {"enable_partitioning": True}, "sessions": {"requires_session": True},
     "forwarder": {"forward_to": "forwarded"}, "forwarded": {}, "dead": {}, "later": {}, "deferred": {},
     "dead-forwarding": {"forward_dead_lettered_messages_to": "dead-target"}, "dead-target": {},
-}}}}
+}, "topics": {"events": {"subscriptions": {"acted-on": {"rules": {"stamp": {
+    "filter": {"sql": "1=1"}, "action": {"sql": "SET stamped = 1"}}}}}}}}}}
 TIMESPAN = symbol("com.microsoft:timespan")
 # Application properties as .NET's converter writes them (TryGetAmqpObjectFromNetObject): each in its AMQP
 # type; TimeSpan as a described long of ticks.
@@ -95,7 +96,7 @@ def receiver_shape(sessions: bool = False) -> LinkShape:
                                  TRACKING_ID: str(uuid.uuid4())})
 
 
-OWN = frozenset([*DOTNET_PROPERTIES, *CLIENT_ANNOTATIONS])
+OWN = frozenset([*DOTNET_PROPERTIES, *CLIENT_ANNOTATIONS, "stamped"])  # `stamped`: set by a rule action
 
 
 def assert_clients_types_kept(m: WireMessage, message_id: object) -> None:
@@ -164,6 +165,17 @@ def test_every_field_of_every_delivered_message_has_the_service_bus_type(connect
     got = next_delivery(connection, deliveries, "a session's message")
     m = audit.message(got.raw, tag=got.tag)
     assert (m.properties["group-id"], m.properties["group-sequence"]) == ("S", uint(3))
+    got.settle()
+    receiver.close()
+
+    # a subscription's copy made by a rule's action: RuleName, and the client's types kept beside it
+    send(connection, "events", dotnet_message("acted-on"))
+    receiver, deliveries = raw_receiver(connection, "events/Subscriptions/acted-on", credit=1,
+                                        options=receiver_shape())
+    got = next_delivery(connection, deliveries, "the action's copy")
+    m = audit.message(got.raw, tag=got.tag)
+    assert (m.application_properties["RuleName"], m.application_properties["stamped"]) == ("stamp", 1)
+    assert_clients_types_kept(m, "acted-on")
     got.settle()
     receiver.close()
 

@@ -97,6 +97,8 @@ SERVICE_BUS_TYPES: dict[tuple[str, str], tuple[str, str]] = {
     ("message-annotations", "x-opt-deadletter-source"): ("string", f"{NET_RECEIVED} ((string))"),
     ("application-properties", "DeadLetterReason"): ("string", f"{NET_RECEIVED} (as string); {PYTHON_SDK}"),
     ("application-properties", "DeadLetterErrorDescription"): ("string", f"{NET_RECEIVED} (as string)"),
+    ("application-properties", "RuleName"): (
+        "string", "Microsoft Learn: Topic filters and actions (an action's copy names its rule)"),
     ("delivery", "tag"): ("binary16", f"{NET_CONVERTER} (16-byte tag read as a Guid); {PYTHON_SDK} 7"),
     ("cbs reply", "correlation-id"): (
         "request message-id", "Microsoft.Azure.Amqp src/RequestResponseAmqpLink.cs (matched by MessageId)"),
