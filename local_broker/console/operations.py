@@ -214,8 +214,8 @@ def _copy_for_resubmit(m: Message) -> Message:
     """The sender's message again: body, properties (without the dead-letter reason), ids."""
     properties = {k: v for k, v in m.application_properties.items()
                   if k not in (DEAD_LETTER_REASON, DEAD_LETTER_ERROR_DESCRIPTION)}
-    return Message(m.body, properties, annotations=m.annotations, message_id=m.message_id,
-                   correlation_id=m.correlation_id, session_id=m.session_id,
+    return Message(m.body, properties, annotations=m.annotations, amqp_properties=m.amqp_properties,
+                   message_id=m.message_id, correlation_id=m.correlation_id, session_id=m.session_id,
                    reply_to_session_id=m.reply_to_session_id, partition_key=m.partition_key,
                    subject=m.subject, to=m.to, reply_to=m.reply_to, content_type=m.content_type,
                    time_to_live=m.time_to_live)
