@@ -113,7 +113,7 @@ _PROPERTY_KEYWORDS = {
 _KEPT_PROPERTIES = frozenset({"content_encoding", "user_id", "group_sequence", "creation_time",
                               "absolute_expiry_time"})
 _TYPED_IDS = frozenset({"message_id", "correlation_id"})  # message-id-ulong / -uuid / -binary / -string
-_PLAIN = frozenset({str, int, float, bool, type(None)})
+_AS_IS = frozenset({str, int, float, bool, type(None), *AMQP_NUMBERS})  # application property values kept
 
 
 def decode_message(raw: bytes) -> Message:
@@ -124,8 +124,8 @@ def decode_message(raw: bytes) -> Message:
     for name, value in sections.properties.items():
         keyword = _PROPERTY_KEYWORDS.get(name)
         if keyword is not None:
-            if type(value) is str:
-                fields[keyword] = value
+            if type(value) is str or (type(value) is symbol and name == "content_type"):
+                fields[keyword] = value  # a content-type stays the symbol it is on the wire
                 continue
             fields[keyword] = _text(value)
             if name in _TYPED_IDS and not isinstance(value, str):
@@ -155,7 +155,7 @@ def decode_message(raw: bytes) -> Message:
         fields["time_to_live"] = ttl_ms / 1000
     app = sections.application_properties
     if app:
-        app = {k if type(k) is str else str(k): v if type(v) in _PLAIN else to_python(v)
+        app = {k if type(k) is str else str(k): v if type(v) in _AS_IS else to_python(v)
                for k, v in app.items()}
     return Message(sections.body, app or None, **fields)
 
@@ -205,25 +205,36 @@ def _typed_id(kept: dict[str, Any], name: str, text: str | None) -> Any:
 
 def _property_list(msg: Message) -> list[Any]:
     """The properties section's fields (codec.PROPERTY_FIELDS order), trailing nulls dropped."""
-    kept = msg.amqp_properties or {}
+    content_type = msg.content_type
+    if content_type is not None and type(content_type) is not symbol:  # a symbol (AMQP 1.0 3.2.4)
+        content_type = symbol(content_type)
     if msg.time_to_live is not None and not math.isinf(msg.expires_at):
         expiry, creation = _ms(msg.expires_at), _ms(msg.enqueued_time)
     else:
-        expiry, creation = to_amqp(kept.get("absolute_expiry_time")), to_amqp(kept.get("creation_time"))
-    content_type, encoding = msg.content_type, kept.get("content_encoding")
-    group_sequence = kept.get("group_sequence")
-    fields = [
-        _typed_id(kept, "message_id", msg.message_id) if kept else msg.message_id,
-        kept.get("user_id"), msg.to, msg.subject, msg.reply_to,
-        _typed_id(kept, "correlation_id", msg.correlation_id) if kept else msg.correlation_id,
-        None if content_type is None else symbol(content_type),  # symbols (AMQP 1.0 3.2.4)
-        None if encoding is None else symbol(encoding),
-        expiry, creation, msg.session_id,
-        None if group_sequence is None else uint(group_sequence),  # a sequence-no (uint)
-        msg.reply_to_session_id]
+        expiry = creation = None
+    kept = msg.amqp_properties
+    if kept:
+        fields = _with_kept(msg, kept, content_type, expiry, creation)
+    else:
+        fields = [msg.message_id, None, msg.to, msg.subject, msg.reply_to, msg.correlation_id, content_type,
+                  None, expiry, creation, msg.session_id, None, msg.reply_to_session_id]
     while fields and fields[-1] is None:
         fields.pop()
     return fields
+
+
+def _with_kept(msg: Message, kept: dict[str, Any], content_type: symbol | None, expiry: Any,
+               creation: Any) -> list[Any]:
+    """The properties section's fields of a message whose client set fields the engine does not read."""
+    encoding, group_sequence = kept.get("content_encoding"), kept.get("group_sequence")
+    if expiry is None:  # no time to live: the client's own times, if it set them
+        expiry, creation = to_amqp(kept.get("absolute_expiry_time")), to_amqp(kept.get("creation_time"))
+    return [
+        _typed_id(kept, "message_id", msg.message_id), kept.get("user_id"), msg.to, msg.subject, msg.reply_to,
+        _typed_id(kept, "correlation_id", msg.correlation_id), content_type,
+        None if encoding is None else symbol(encoding), expiry, creation, msg.session_id,
+        None if group_sequence is None else uint(group_sequence),  # a sequence-no (uint)
+        msg.reply_to_session_id]
 
 
 def _key(name: symbol) -> bytes:

@@ -42,10 +42,10 @@ _Q = struct.Struct(">Q")
 _q = struct.Struct(">q")
 _d = struct.Struct(">d")
 _f = struct.Struct(">f")
-# Fixed-width numbers as plain Python values: smalllong, long, double.
-_FIXED_WIDTH = {0x55: _B, 0x81: _q, 0x82: _d}
-# ... and those that keep their AMQP type: byte, smallint, ushort, short, uint, int, float.
-_TYPED_WIDTH = {0x51: (_B, byte), 0x54: (_B, int32), 0x60: (_H, ushort), 0x61: (_h, short),
+# Fixed-width numbers -> (their layout, their AMQP type, or None for a plain Python value): smalllong,
+# long, double plain; byte, smallint, ushort, short, uint, int, float typed.
+_FIXED_WIDTH = {0x55: (_B, None), 0x81: (_q, None), 0x82: (_d, None),
+                0x51: (_B, byte), 0x54: (_B, int32), 0x60: (_H, ushort), 0x61: (_h, short),
                 0x70: (_I, uint), 0x71: (_i, int32), 0x72: (_f, float32)}
 _ULONG_0, _UINT_0 = ulong(0), uint(0)
 
@@ -79,11 +79,9 @@ def _read(buf: bytes, pos: int) -> tuple[Any, int]:
         return ulong(_Q.unpack_from(buf, pos)[0]), pos + 8
     fixed = _FIXED_WIDTH.get(code)
     if fixed is not None:
-        return fixed.unpack_from(buf, pos)[0], pos + fixed.size
-    typed = _TYPED_WIDTH.get(code)
-    if typed is not None:
-        fixed, kind = typed
-        return kind(fixed.unpack_from(buf, pos)[0]), pos + fixed.size
+        layout, kind = fixed
+        value = layout.unpack_from(buf, pos)[0]
+        return (value if kind is None else kind(value)), pos + layout.size
     if code == 0x56:
         return buf[pos] != 0, pos + 1
     if code == 0x83:
