@@ -63,15 +63,20 @@ def encode_reply(request: Request, reply: Reply, *, cbs: bool) -> bytes:
 
 # --- $cbs ---------------------------------------------------------------------------------------------
 
-def put_token(auth: NamespaceAuth, request: Request) -> tuple[Reply, Claim | None]:
-    """Verify a CBS put-token; the claim it yields authorizes this connection's links."""
+def put_token(auth: NamespaceAuth, request: Request,
+              resolve: Callable[[str], object]) -> tuple[Reply, Claim | None]:
+    """Verify a CBS put-token; the claim it yields authorizes this connection's links. A token whose
+    audience names an entity that does not exist is refused with 404, as Service Bus does (the SDKs raise
+    their authentication error); `resolve` raises EntityNotFoundError for such a path."""
     operation = request.application_properties.get(OPERATION)
     if operation != "put-token":
         return Reply(400, f"Unsupported CBS operation '{operation}'."), None
     try:
         claim = auth.verify_token(request.body, time.time())
+        if claim.scope:
+            resolve(claim.scope)
     except BrokerError as exc:
-        return Reply(401, exc.description), None
+        return Reply(exc.http_status if exc.http_status == 404 else 401, exc.description), None
     return Reply(202, "Accepted"), claim
 
 
