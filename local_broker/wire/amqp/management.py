@@ -18,8 +18,8 @@ from typing import Any
 from proton import UNDESCRIBED, Array, Data, int32, symbol, timestamp
 
 from local_broker.auth import LISTEN, SEND, Claim, NamespaceAuth
-from local_broker.engine import ArgumentError, BrokerError, ReceiveMode, UnauthorizedError
-from local_broker.wire.amqp import codec, messages
+from local_broker.engine import ArgumentError, BrokerError, NotAllowedError, ReceiveMode, UnauthorizedError
+from local_broker.wire.amqp import codec, messages, rules
 
 OPERATION = "operation"
 
@@ -121,6 +121,9 @@ class Management:
             "com.microsoft:get-session-state": (LISTEN, self.get_session_state),
             "com.microsoft:set-session-state": (LISTEN, self.set_session_state),
             "com.microsoft:get-message-sessions": (LISTEN, self.get_message_sessions),
+            "com.microsoft:add-rule": (LISTEN, self.add_rule),
+            "com.microsoft:enumerate-rules": (LISTEN, self.enumerate_rules),
+            "com.microsoft:remove-rule": (LISTEN, self.remove_rule),
         }
 
     def handle(self, path: str, request: Request, authorize: Callable[[str, str], None]) -> Reply:
@@ -212,6 +215,32 @@ class Management:
             return Reply(204, "No sessions.")
         sessions = Array(UNDESCRIBED, Data.STRING, *ids)
         return Reply(200, "OK", {"skip": int32(skip + len(ids)), "sessions-ids": sessions})
+
+
+    # --- rules of a subscription: the SDKs' rule managers, which need only Listen ------------------------
+
+    def add_rule(self, path: str, body: dict) -> Reply:
+        self.ns.create_rule(*_subscription_of(path), rules.rule_of_request(body))
+        return Reply(200, "OK", {})
+
+    def enumerate_rules(self, path: str, body: dict) -> Reply:
+        skip, top = int(body.get("skip", 0)), int(body.get("top", 100))
+        found = self.ns.list_rules(*_subscription_of(path), skip=skip, top=top)
+        if not found:
+            return Reply(204, "No rules found", condition="com.microsoft:rules-not-found")
+        return Reply(200, "OK", {"rules": [{"rule-description": rules.described_rule(r)} for r in found]})
+
+    def remove_rule(self, path: str, body: dict) -> Reply:
+        self.ns.delete_rule(*_subscription_of(path), str(body["rule-name"]))
+        return Reply(200, "OK", {})
+
+
+def _subscription_of(path: str) -> tuple[str, str]:
+    """`t/Subscriptions/s` -> ("t", "s"); rules belong to subscriptions only."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[1].lower() != "subscriptions":
+        raise NotAllowedError(f"Rules can be managed on a subscription only, not on '{path}'.")
+    return parts[0], parts[2]
 
 
 def unauthorized(right: str, path: str) -> UnauthorizedError:
