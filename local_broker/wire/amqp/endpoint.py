@@ -87,7 +87,7 @@ class ConnectionState:
     peer: str
     sasl_claim: Claim | None
     sasl_mechanism: str
-    transfer_formats: compat.TransferFormats  # the connection's transport reads them from its frames
+    transfer_formats: compat.IncomingFrames  # the connection's transport reads them from its frames
     claims: list[Claim] = field(default_factory=list)
     container_id: str = ""
     closing: bool = False  # the broker closed it: it takes no more transfers
