@@ -96,6 +96,11 @@ def _ms(epoch_seconds: float) -> timestamp:
     return timestamp(round(epoch_seconds * 1000))
 
 
+def _epoch(value: Any) -> float:
+    """An AMQP timestamp (milliseconds) as epoch seconds."""
+    return int(value) / 1000
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -121,6 +126,7 @@ class Management:
             "com.microsoft:get-session-state": (LISTEN, self.get_session_state),
             "com.microsoft:set-session-state": (LISTEN, self.set_session_state),
             "com.microsoft:get-message-sessions": (LISTEN, self.get_message_sessions),
+            "com.microsoft:batch-delete-messages": (LISTEN, self.batch_delete),
             "com.microsoft:add-rule": (LISTEN, self.add_rule),
             "com.microsoft:enumerate-rules": (LISTEN, self.enumerate_rules),
             "com.microsoft:remove-rule": (LISTEN, self.remove_rule),
@@ -216,6 +222,14 @@ class Management:
         sessions = Array(UNDESCRIBED, Data.STRING, *ids)
         return Reply(200, "OK", {"skip": int32(skip + len(ids)), "sessions-ids": sessions})
 
+
+    def batch_delete(self, path: str, body: dict) -> Reply:
+        """The JS SDK's deleteMessages/purgeMessages, .NET's DeleteMessagesAsync/PurgeMessagesAsync."""
+        before = body.get("enqueued-time-utc")
+        deleted = self.ns.delete_messages(
+            path, int(body["message-count"]), None if before is None else _epoch(before),
+            session_id=_text(body.get("session-id")))
+        return Reply(200, "OK", {"message-count": int32(deleted)})
 
     # --- rules of a subscription: the SDKs' rule managers, which need only Listen ------------------------
 
