@@ -2,7 +2,7 @@
 
 `Namespace` is put together from one mixin per concern (docs/engine-api.md, "Where things are"): this
 module holds its construction, commit and reload, availability callbacks and addressing; sending.py,
-fanout.py, receiving.py, settlement.py, sessions.py, deadlines.py and placement.py the messaging;
+fanout.py, receiving.py, settlement.py, sessions.py, deadlines.py, placement.py and deletion.py the messaging;
 management.py entities and rules; transactions.py transactions. One thread owns a Namespace.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 from local_broker.engine.clock import Clock, SystemClock
 from local_broker.engine.deadlines import Deadlines
+from local_broker.engine.deletion import Deletion
 from local_broker.engine.entities import (
     LockTokens,
     Queue,
@@ -46,7 +47,7 @@ from local_broker.store.base import MemoryStore, Store
 
 
 class Namespace(
-    Sending, Fanout, Receiving, Settlement, Sessions, Deadlines, Placement, Management, Transactions
+    Sending, Fanout, Receiving, Settlement, Sessions, Deadlines, Placement, Management, Transactions, Deletion
 ):
     """See docs/engine-api.md for the contract the wire adapters rely on."""
 

@@ -57,11 +57,29 @@ def client(broker):
         yield sb
 
 
-def test_missing_entities_are_refused_at_attach(client) -> None:
-    with pytest.raises(MessagingEntityNotFoundError), client.get_queue_sender("nope") as sender:
+def test_a_token_for_a_missing_entity_is_refused_as_by_service_bus(client) -> None:
+    """CBS answers 404 for a token whose audience names no entity, as Service Bus does; the SDK's own live
+    tests (test_sb_client_bad_entity) expect ServiceBusAuthenticationError (uAMQP: test_amqp_tls.py)."""
+    with pytest.raises(ServiceBusAuthenticationError), client.get_queue_sender("nope") as sender:
         sender.send_messages(ServiceBusMessage("x"))
-    with pytest.raises(MessagingEntityNotFoundError), client.get_queue_receiver("nope") as receiver:
+    with pytest.raises(ServiceBusAuthenticationError), client.get_queue_receiver("nope") as receiver:
         receiver.receive_messages(max_message_count=1, max_wait_time=1)
+    with client.get_queue_sender("q") as sender:  # the namespace still serves the same client
+        sender.send_messages(ServiceBusMessage("after"))
+
+
+def test_a_missing_entity_is_refused_at_attach_under_a_namespace_token(broker) -> None:
+    """With a token for the whole namespace (as the JavaScript and .NET SDKs may sign), the attach names the
+    missing entity."""
+    port = broker.namespaces["errors"].amqp_port
+    token = generate_sas_token(f"sb://127.0.0.1:{port}/", "RootManageSharedAccessKey", ROOT_KEY,
+                               int(time.time()) + 600)
+    conn = f"Endpoint=sb://127.0.0.1:{port};SharedAccessSignature={token};UseDevelopmentEmulator=true"
+    with ServiceBusClient.from_connection_string(conn, retry_total=0) as sb:
+        with pytest.raises(MessagingEntityNotFoundError), sb.get_queue_sender("nope") as sender:
+            sender.send_messages(ServiceBusMessage("x"))
+        with sb.get_queue_sender("q") as sender:
+            sender.send_messages(ServiceBusMessage("namespace token"))
 
 
 def test_message_larger_than_the_entity_allows(client) -> None:

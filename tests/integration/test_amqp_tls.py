@@ -115,20 +115,31 @@ def test_sessions(broker, transport: str) -> None:
                 receiver.complete_message(message)
 
 
+REFUSED_TOKENS = {  # what makes CBS refuse a put-token: (key, queue, what the 4xx reply says)
+    "wrong key": ("d3Jvbmcta2V5", "q", ("401", "InvalidSignature")),
+    "missing entity": (None, "nope", ("404", "could not be found")),
+}
+
+
+@pytest.mark.parametrize("refusal", REFUSED_TOKENS)
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_wrong_key_is_refused_as_by_service_bus(broker, transport: str) -> None:
-    """CBS answers 401 InvalidSignature. Behind a `custom_endpoint_address` the pyamqp stack raises every
-    failure to connect, this one included, as ServiceBusConnectionError (the SDK's "parity with uamqp"), the
-    401 as its cause; the uamqp stack raises ServiceBusAuthenticationError (with an unreadable description:
-    uamqp 1.6 keeps a pointer into the reply it has freed, whoever the server)."""
+def test_a_refused_token_is_refused_as_by_service_bus(broker, transport: str, refusal: str) -> None:
+    """CBS answers 401 InvalidSignature for a wrong key, 404 for an audience naming no entity. Behind a
+    `custom_endpoint_address` the pyamqp stack raises every failure to connect, these included, as
+    ServiceBusConnectionError (the SDK's "parity with uamqp"), the 4xx as its cause; the uamqp stack raises
+    ServiceBusAuthenticationError (with an unreadable description: uamqp 1.6 keeps a pointer into the reply
+    it has freed, whoever the server)."""
+    key, queue, said = REFUSED_TOKENS[refusal]
     uamqp = TRANSPORTS[transport][2]
     expected = ServiceBusAuthenticationError if uamqp else ServiceBusConnectionError
-    with tls_client(broker, transport, key="d3Jvbmcta2V5") as client, \
-            pytest.raises(expected) as caught, client.get_queue_sender("q") as sender:
-        sender.send_messages(ServiceBusMessage("never"))
+    with tls_client(broker, transport, key=key) as client:
+        with pytest.raises(expected) as caught, client.get_queue_sender(queue) as sender:
+            sender.send_messages(ServiceBusMessage("never"))
+        if key is None:
+            round_trip_on(client, "q", "the same client still works")
     if not uamqp:
         cause = caught.value.__cause__ or caught.value.__context__
-        assert "401" in str(cause) and "InvalidSignature" in str(cause), repr(cause)
+        assert all(part in str(cause) for part in said), repr(cause)
 
 
 def test_the_certificate_names_127_0_0_1_too(broker) -> None:

@@ -3,8 +3,8 @@
 servicebus-wire.md section 12 lists the pitfalls; each helper here is the workaround for one:
 binary delivery tags (proton decodes tags as UTF-8), 3-field errors (proton drops an empty info map,
 and the SDK hangs on a 2-field error), refusing a link with a null terminus, terminus filters and
-.NET tick timestamps, and the transfer's message-format (proton parses and drops it; `BrokerTransport`
-reads it from the incoming frames).
+.NET tick timestamps, the transfer's message-format (proton parses and drops it) and delivery-ids a client
+sends out of sequence (`IncomingFrames` reads and mends the incoming frames).
 """
 
 from __future__ import annotations
@@ -46,22 +46,34 @@ def receive(link: Any, delivery: Any) -> bytes:
     return bytes(payload) if got == size else bytes(payload[:max(got, 0)])
 
 
-class TransferFormats:
-    """The message-format of a connection's incoming transfers, read from the frames themselves.
+class IncomingFrames:
+    """What proton needs help with in the frames a connection receives, read (and once in a while rewritten)
+    before proton sees them.
 
-    proton 0.40 neither exposes nor keeps a transfer's message-format, yet it is what marks a batch
-    (0x80013700) whatever the envelope holds. This follows the AMQP frames a connection receives: attach
-    frames name the client's links by (channel, handle), and a transfer with a non-zero message-format is
-    remembered by (link name, delivery tag) until the endpoint asks for it. Only frame headers and the
-    first fields of transfer and attach performatives are read; payloads are skipped without copying.
+    - The message-format of transfers: proton 0.40 neither exposes nor keeps it, yet it is what marks a batch
+      (0x80013700) whatever the envelope holds. Attach frames name the client's links by (channel, handle),
+      and a transfer with a non-zero message-format is remembered by (link name, delivery tag) until the
+      endpoint asks for it (`take`).
+    - Delivery-ids out of sequence: the Python SDK's threads (AutoLockRenewer renewing many locks at once)
+      race on its session's counter and send two transfers with one delivery-id, or skip one. proton ends
+      the session for that ("sequencing error"); Service Bus serves both requests. The first transfer of
+      each new delivery on a session is renumbered to the id proton expects (the client settles on replies,
+      not on those ids).
+
+    Only frame headers and the first fields of begin, attach and transfer performatives are read; payloads
+    pass without copying. `feed` returns the bytes to hand to proton: the start of a frame whose performative
+    is still incomplete is held back until the rest arrives (a few hundred bytes at most).
     """
 
-    ATTACH, TRANSFER = 0x12, 0x14
-    PERFORMATIVE_BYTES = 512  # enough for a transfer's first four fields (a tag is at most 32 bytes)
+    BEGIN, ATTACH, TRANSFER = 0x11, 0x12, 0x14
+    PERFORMATIVE_BYTES = 512  # enough for a transfer's first six fields (a tag is at most 32 bytes)
 
     def __init__(self) -> None:
         self.formats: dict[tuple[str, bytes], int] = {}  # (link name, delivery tag) -> message-format
+        self.renumbered = 0  # transfers whose delivery-id was put back in sequence
         self._names: dict[tuple[int, int], str] = {}  # (channel, handle) -> the client's link name
+        self._next_id: dict[int, int] = {}  # channel -> the delivery-id proton expects next
+        self._partial: set[tuple[int, int]] = set()  # (channel, handle) with a delivery still arriving
         self._pending = b""  # the start of a frame whose performative is still incomplete
         self._skip = 0  # bytes of the current frame's payload still to pass over
 
@@ -72,10 +84,12 @@ class TransferFormats:
         name = _FFI.string(_LIB.pn_link_name(link)).decode("utf-8")
         return self.formats.pop((name, delivery_tag(delivery)), 0)
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> bytes:
         if self._pending:  # a frame start that straddled two reads (a few hundred bytes at most)
             data, self._pending = self._pending + bytes(data), b""
         view, pos, end = memoryview(data), 0, len(data)
+        out: list[bytes] | None = None  # the rewritten stream, once a frame had to change
+        done = 0  # data[:done] is in `out` already
         while pos < end:
             if self._skip:
                 step = min(self._skip, end - pos)
@@ -83,51 +97,112 @@ class TransferFormats:
                 pos += step
                 continue
             if end - pos < 8:
-                self._pending = bytes(view[pos:end])
-                return
+                break
             if view[pos:pos + 4] == b"AMQP":  # the protocol header, not a frame
                 pos += 8
                 continue
             size = max(8, struct.unpack_from(">I", view, pos)[0])
             head = min(size, self.PERFORMATIVE_BYTES)
             if end - pos < head:
-                self._pending = bytes(view[pos:end])
-                return
-            self._read_frame(view[pos:pos + head])
+                break
+            rewritten = self._read_frame(view[pos:pos + head])
+            if rewritten is not None:
+                out = out if out is not None else []
+                out += (bytes(view[done:pos]), rewritten)
+                done = pos + head
             pos += head
             self._skip = size - head
+        if pos < end:
+            self._pending = bytes(view[pos:end])
+        if out is None:
+            return data if pos == end else bytes(view[:pos])
+        out.append(bytes(view[done:pos]))
+        return b"".join(out)
 
-    def _read_frame(self, frame: memoryview) -> None:
+    def _read_frame(self, frame: memoryview) -> bytes | None:
+        """Note what the frame says; the frame's head rewritten, when it must change."""
         body = frame[4] * 4
         if frame[5] != 0 or len(frame) < body + 3 or frame[body:body + 2] != b"\x00\x53":
-            return  # an empty (heartbeat) frame, or not an AMQP performative
+            return None  # an empty (heartbeat) frame, or not an AMQP performative
         code = frame[body + 2]
-        if code not in (self.ATTACH, self.TRANSFER):
-            return
         channel = struct.unpack_from(">H", frame, 6)[0]
+        if code == self.BEGIN:
+            self._next_id.pop(channel, None)
+            return None
+        if code not in (self.ATTACH, self.TRANSFER):
+            return None
         try:
-            fields = _list_fields(frame, body + 3, 3 if code == self.ATTACH else 4)
+            fields, spans = _list_fields(frame, body + 3, 3 if code == self.ATTACH else 6)
         except (IndexError, struct.error, ValueError):
-            return  # proton reports malformed frames itself
+            return None  # proton reports malformed frames itself
         if code == self.ATTACH:
             if len(fields) >= 3 and fields[2] is False:  # role sender: the client transfers on it
                 self._names[(channel, fields[1])] = fields[0]
-            return
+                self._partial.discard((channel, fields[1]))
+            return None
+        if not fields or not isinstance(fields[0], int):
+            return None
+        link = (channel, fields[0])
         if len(fields) >= 4 and fields[3] and fields[2] is not None:
-            name = self._names.get((channel, fields[0]))
+            name = self._names.get(link)
             if name is not None:
                 self.formats[(name, fields[2])] = fields[3]
+        starts = link not in self._partial
+        if len(fields) >= 6 and fields[5] is True:
+            self._partial.add(link)
+        else:
+            self._partial.discard(link)
+        delivery_id = fields[1] if len(fields) >= 2 else None
+        if not starts or not isinstance(delivery_id, int):
+            return None
+        expected = self._next_id.get(channel, delivery_id)
+        self._next_id[channel] = (expected + 1) & 0xFFFFFFFF
+        if delivery_id == expected:
+            return None
+        try:
+            rewritten = _with_field(frame, body + 3, spans[1], _uint(expected))
+        except (IndexError, struct.error, ValueError):
+            return None  # left to proton
+        self.renumbered += 1
+        return rewritten
+
+
+def _uint(value: int) -> bytes:
+    return b"\x52" + bytes((value,)) if value < 256 else b"\x70" + struct.pack(">I", value)
+
+
+def _with_field(frame: memoryview, list_at: int, span: tuple[int, int], encoded: bytes) -> bytes:
+    """`frame` (a frame's head) with the list field at `span` replaced by `encoded`: same-width values in
+    place, others by re-encoding the list as a list32 and the frame's size to match."""
+    start, stop = span
+    if stop - start == len(encoded):
+        return bytes(frame[:start]) + encoded + bytes(frame[stop:])
+    code = frame[list_at]
+    if code == 0xC0:
+        size, count, items_at = frame[list_at + 1], frame[list_at + 2], list_at + 3
+        list_end = list_at + 2 + size
+    else:
+        size, count = struct.unpack_from(">II", frame, list_at + 1)
+        items_at, list_end = list_at + 9, list_at + 5 + size
+    if list_end > len(frame):
+        raise ValueError("the performative does not fit the head read")
+    items = bytes(frame[items_at:start]) + encoded + bytes(frame[stop:list_end])
+    performative = b"\xd0" + struct.pack(">II", len(items) + 4, count) + items
+    grown = len(performative) - (list_end - list_at)
+    frame_size = struct.unpack_from(">I", frame, 0)[0] + grown
+    return (struct.pack(">I", frame_size) + bytes(frame[4:list_at]) + performative + bytes(frame[list_end:]))
 
 
 _UINTS = {0x43: (0, None), 0x52: (1, struct.Struct(">B")), 0x70: (4, struct.Struct(">I"))}
 
 
-def _list_fields(buf: memoryview, pos: int, wanted: int) -> list[Any]:
-    """Up to `wanted` first fields of the list at `pos`, as attach and transfer start with them: uints, a
-    binary tag, a string name, a boolean role, nulls; reading stops at any other type."""
+def _list_fields(buf: memoryview, pos: int, wanted: int) -> tuple[list[Any], list[tuple[int, int]]]:
+    """Up to `wanted` first fields of the list at `pos`, as begin, attach and transfer start with them: uints,
+    a binary tag, a string name, booleans, nulls; reading stops at any other type. With each field, the
+    span of bytes it takes."""
     code = buf[pos]
     if code == 0x45:
-        return []
+        return [], []
     if code == 0xC0:
         count, pos = buf[pos + 2], pos + 3
     elif code == 0xD0:
@@ -135,8 +210,9 @@ def _list_fields(buf: memoryview, pos: int, wanted: int) -> list[Any]:
     else:
         raise ValueError(f"not a list: 0x{code:02x}")
     fields: list[Any] = []
+    spans: list[tuple[int, int]] = []
     for _ in range(min(count, wanted)):
-        code = buf[pos]
+        start, code = pos, buf[pos]
         if code in _UINTS:
             width, unpack = _UINTS[code]
             fields.append(0 if unpack is None else unpack.unpack_from(buf, pos + 1)[0])
@@ -162,19 +238,19 @@ def _list_fields(buf: memoryview, pos: int, wanted: int) -> list[Any]:
             pos += 1
         else:
             break  # a type these fields never have: the fields so far are all there is to read
-    return fields
+        spans.append((start, pos))
+    return fields, spans
 
 
 class BrokerTransport(Transport):
-    """proton's server transport, plus the message-format of each client transfer (`transfer_formats`)."""
+    """proton's server transport, fed through `IncomingFrames` (`transfer_formats`)."""
 
     def __init__(self) -> None:
         super().__init__(Transport.SERVER)
-        self.transfer_formats = TransferFormats()
+        self.transfer_formats = IncomingFrames()
 
     def push(self, binary: bytes) -> None:
-        super().push(binary)
-        self.transfer_formats.feed(binary)
+        super().push(self.transfer_formats.feed(binary))
 
 
 def error(condition: str, description: str) -> Condition:

@@ -87,7 +87,7 @@ class ConnectionState:
     peer: str
     sasl_claim: Claim | None
     sasl_mechanism: str
-    transfer_formats: compat.TransferFormats  # the connection's transport reads them from its frames
+    transfer_formats: compat.IncomingFrames  # the connection's transport reads them from its frames
     claims: list[Claim] = field(default_factory=list)
     container_id: str = ""
     closing: bool = False  # the broker closed it: it takes no more transfers
@@ -551,7 +551,8 @@ class NamespaceEndpoint(Handler):
         delivery.settle()
         connection_state: ConnectionState = link.connection.sb
         if state.node is Node.CBS:
-            reply, claim = management.put_token(self.auth, request)
+            reply, claim = management.put_token(
+                self.auth, request, lambda scope: self.ns.resolve(entity_address(scope)))
             if claim is not None:  # a refreshed token replaces the ones that have run out
                 now = time.time()
                 connection_state.claims = [c for c in connection_state.claims
@@ -634,11 +635,8 @@ class NamespaceEndpoint(Handler):
                     self.ns.abandon(state.path, [token], changes, session_id=session_id)
             elif outcome == Delivery.REJECTED:
                 condition = compat.remote_disposition(delivery).condition
-                info = dict(condition.info or {}) if condition is not None else {}
-                reason = info.get("DeadLetterReason")
-                description = info.get("DeadLetterErrorDescription")
-                self.ns.dead_letter(state.path, [token], None if reason is None else str(reason),
-                                    None if description is None else str(description), session_id=session_id)
+                reason, description, changes = _dead_letter_info(condition)
+                self.ns.dead_letter(state.path, [token], reason, description, changes, session_id=session_id)
             else:
                 _LIB.pn_delivery_settle(delivery)
                 return
@@ -654,6 +652,16 @@ class NamespaceEndpoint(Handler):
         else:
             _LIB.pn_incref(delivery)  # the connection may be freed before the commit
             self.echoes.append(delivery)
+
+
+def _dead_letter_info(condition: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
+    """A `rejected` outcome's error info: DeadLetterReason, DeadLetterErrorDescription and the further
+    properties to modify (.NET and Java put them all in one map), kept as the management path keeps them."""
+    info = {str(k): v for k, v in (condition.info or {}).items()} if condition is not None else {}
+    reason, description = info.pop("DeadLetterReason", None), info.pop("DeadLetterErrorDescription", None)
+    changes = {k: messages.to_python(v) for k, v in info.items()} or None
+    return (None if reason is None else str(reason),
+            None if description is None else str(description), changes)
 
 
 def _answer(deliveries: list[Any], answer: Callable[[Any], None]) -> None:

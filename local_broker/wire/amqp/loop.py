@@ -306,9 +306,13 @@ class TransportIO:
             if not size:
                 _LIB.pn_transport_close_tail(impl)
                 return
-            self.formats.feed(chunk)
-            if _LIB.pn_transport_push(impl, chunk, size) < 0:  # proton has recorded why; its tail is closed
-                return
+            frames = self.formats.feed(chunk)
+            while frames:  # proton takes no more than its capacity: a frame start held back from the last
+                # read, or a renumbered frame grown by a few bytes, may not fit at once
+                pushed = _LIB.pn_transport_push(impl, frames, len(frames))
+                if pushed <= 0:  # its tail is closed: proton has recorded why
+                    return
+                frames = frames[pushed:]
             total += size
             if size < capacity:
                 return

@@ -18,8 +18,8 @@ from typing import Any
 from proton import UNDESCRIBED, Array, Data, int32, symbol, timestamp
 
 from local_broker.auth import LISTEN, SEND, Claim, NamespaceAuth
-from local_broker.engine import ArgumentError, BrokerError, ReceiveMode, UnauthorizedError
-from local_broker.wire.amqp import codec, messages
+from local_broker.engine import ArgumentError, BrokerError, NotAllowedError, ReceiveMode, UnauthorizedError
+from local_broker.wire.amqp import codec, messages, rules
 
 OPERATION = "operation"
 
@@ -63,15 +63,20 @@ def encode_reply(request: Request, reply: Reply, *, cbs: bool) -> bytes:
 
 # --- $cbs ---------------------------------------------------------------------------------------------
 
-def put_token(auth: NamespaceAuth, request: Request) -> tuple[Reply, Claim | None]:
-    """Verify a CBS put-token; the claim it yields authorizes this connection's links."""
+def put_token(auth: NamespaceAuth, request: Request,
+              resolve: Callable[[str], object]) -> tuple[Reply, Claim | None]:
+    """Verify a CBS put-token; the claim it yields authorizes this connection's links. A token whose
+    audience names an entity that does not exist is refused with 404, as Service Bus does (the SDKs raise
+    their authentication error); `resolve` raises EntityNotFoundError for such a path."""
     operation = request.application_properties.get(OPERATION)
     if operation != "put-token":
         return Reply(400, f"Unsupported CBS operation '{operation}'."), None
     try:
         claim = auth.verify_token(request.body, time.time())
+        if claim.scope:
+            resolve(claim.scope)
     except BrokerError as exc:
-        return Reply(401, exc.description), None
+        return Reply(exc.http_status if exc.http_status == 404 else 401, exc.description), None
     return Reply(202, "Accepted"), claim
 
 
@@ -89,6 +94,11 @@ def _uuids(values: Any) -> list[uuid.UUID]:
 
 def _ms(epoch_seconds: float) -> timestamp:
     return timestamp(round(epoch_seconds * 1000))
+
+
+def _epoch(value: Any) -> float:
+    """An AMQP timestamp (milliseconds) as epoch seconds."""
+    return int(value) / 1000
 
 
 def _text(value: Any) -> str | None:
@@ -116,6 +126,10 @@ class Management:
             "com.microsoft:get-session-state": (LISTEN, self.get_session_state),
             "com.microsoft:set-session-state": (LISTEN, self.set_session_state),
             "com.microsoft:get-message-sessions": (LISTEN, self.get_message_sessions),
+            "com.microsoft:batch-delete-messages": (LISTEN, self.batch_delete),
+            "com.microsoft:add-rule": (LISTEN, self.add_rule),
+            "com.microsoft:enumerate-rules": (LISTEN, self.enumerate_rules),
+            "com.microsoft:remove-rule": (LISTEN, self.remove_rule),
         }
 
     def handle(self, path: str, request: Request, authorize: Callable[[str, str], None]) -> Reply:
@@ -207,6 +221,40 @@ class Management:
             return Reply(204, "No sessions.")
         sessions = Array(UNDESCRIBED, Data.STRING, *ids)
         return Reply(200, "OK", {"skip": int32(skip + len(ids)), "sessions-ids": sessions})
+
+
+    def batch_delete(self, path: str, body: dict) -> Reply:
+        """The JS SDK's deleteMessages/purgeMessages, .NET's DeleteMessagesAsync/PurgeMessagesAsync."""
+        before = body.get("enqueued-time-utc")
+        deleted = self.ns.delete_messages(
+            path, int(body["message-count"]), None if before is None else _epoch(before),
+            session_id=_text(body.get("session-id")))
+        return Reply(200, "OK", {"message-count": int32(deleted)})
+
+    # --- rules of a subscription: the SDKs' rule managers, which need only Listen ------------------------
+
+    def add_rule(self, path: str, body: dict) -> Reply:
+        self.ns.create_rule(*_subscription_of(path), rules.rule_of_request(body))
+        return Reply(200, "OK", {})
+
+    def enumerate_rules(self, path: str, body: dict) -> Reply:
+        skip, top = int(body.get("skip", 0)), int(body.get("top", 100))
+        found = self.ns.list_rules(*_subscription_of(path), skip=skip, top=top)
+        if not found:
+            return Reply(204, "No rules found", condition="com.microsoft:rules-not-found")
+        return Reply(200, "OK", {"rules": [{"rule-description": rules.described_rule(r)} for r in found]})
+
+    def remove_rule(self, path: str, body: dict) -> Reply:
+        self.ns.delete_rule(*_subscription_of(path), str(body["rule-name"]))
+        return Reply(200, "OK", {})
+
+
+def _subscription_of(path: str) -> tuple[str, str]:
+    """`t/Subscriptions/s` -> ("t", "s"); rules belong to subscriptions only."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[1].lower() != "subscriptions":
+        raise NotAllowedError(f"Rules can be managed on a subscription only, not on '{path}'.")
+    return parts[0], parts[2]
 
 
 def unauthorized(right: str, path: str) -> UnauthorizedError:

@@ -7,7 +7,7 @@ import struct
 import pytest
 from proton import ubyte, uint
 
-from local_broker.wire.amqp.compat import TransferFormats
+from local_broker.wire.amqp.compat import IncomingFrames, _list_fields
 from local_broker.wire.amqp.values import encode_value
 
 BATCH = 0x80013700
@@ -47,13 +47,76 @@ CONVERSATION = b"".join([
 
 @pytest.mark.parametrize("chunk", [len(CONVERSATION), 65536, 1000, 7, 1])
 def test_batch_transfers_are_found_whatever_the_reads(chunk: int) -> None:
-    formats = TransferFormats()
+    formats = IncomingFrames()
     for start in range(0, len(CONVERSATION), chunk):
         formats.feed(CONVERSATION[start:start + chunk])
     assert formats.formats == {("sender-a", b"\x00\x00\x00\x02"): BATCH, ("sender-b", b"tag-b"): BATCH}
 
 
 def test_a_transfer_on_an_unknown_link_or_malformed_frame_is_left_to_proton() -> None:
-    formats = TransferFormats()
+    formats = IncomingFrames()
     formats.feed(transfer(3, 9, b"t", BATCH, b"") + frame(0, TRANSFER, [b"not a handle"]))
     assert formats.formats == {}
+
+
+BEGIN = 0x11
+
+
+def transfer_ids(data: bytes) -> list[tuple[int, int | None]]:
+    """(channel, delivery-id) of each transfer in `data`, as a second reader sees them."""
+    seen, pos = [], 0
+    while pos < len(data):
+        if data[pos:pos + 4] == b"AMQP":
+            pos += 8
+            continue
+        size, doff, _, channel = struct.unpack_from(">IBBH", data, pos)
+        body = pos + doff * 4
+        if size > 8 and data[body + 2] == TRANSFER:
+            fields, _ = _list_fields(memoryview(data), body + 3, 2)
+            seen.append((channel, fields[1] if len(fields) > 1 else None))
+        pos += size
+    return seen
+
+
+def numbered(channel: int, handle: int, delivery_id: int | None, payload: bytes, more: bool = False) -> bytes:
+    ident = None if delivery_id is None else uint(delivery_id)
+    return frame(channel, TRANSFER, [uint(handle), ident, b"t", uint(0), False, more], payload)
+
+
+RACED = b"".join([
+    b"AMQP\x00\x01\x00\x00",
+    frame(0, BEGIN, [None, uint(0), uint(100), uint(100)]),
+    frame(1, BEGIN, [None, uint(254), uint(100), uint(100)]),
+    attach(0, "mgmt", 1),
+    attach(1, "mgmt-b", 0),
+    numbered(0, 1, 0, b"a"),
+    numbered(0, 1, 1, b"b"),
+    numbered(0, 1, 1, b"c" * 2000),  # a second request with the same id (two threads, one counter)
+    numbered(0, 1, 3, b"d"),  # the counter went on from there: in sequence again
+    numbered(0, 1, 3, b"e", more=True),  # a lost increment: this one and what follows are one off
+    numbered(0, 1, None, b"e2"),  # the rest of that delivery (no id): left alone
+    numbered(0, 1, 4, b"f"),
+    numbered(1, 0, 254, b"g"),
+    numbered(1, 0, 255, b"h"),
+    numbered(1, 0, 255, b"i"),  # to 256: no longer fits a smalluint, so the frame grows
+    numbered(1, 0, 257, b"j"),
+])
+
+
+@pytest.mark.parametrize("chunk", [len(RACED), 1000, 7, 1])
+def test_delivery_ids_out_of_sequence_are_put_back_in_sequence(chunk: int) -> None:
+    frames = IncomingFrames()
+    out = b"".join(frames.feed(RACED[start:start + chunk]) for start in range(0, len(RACED), chunk))
+    assert transfer_ids(out) == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, None), (0, 5),
+                                 (1, 254), (1, 255), (1, 256), (1, 257)]
+    assert frames.renumbered == 4
+    again = IncomingFrames()
+    assert again.feed(out) == out and again.renumbered == 0
+    assert out.count(b"c" * 2000) == 1 and out.endswith(b"j")  # payloads pass whole
+
+
+def test_a_new_session_on_a_channel_starts_its_own_sequence() -> None:
+    frames = IncomingFrames()
+    first = frames.feed(frame(0, BEGIN, [None, uint(0), uint(9), uint(9)]) + numbered(0, 1, 0, b"x"))
+    second = frames.feed(frame(0, BEGIN, [None, uint(40), uint(9), uint(9)]) + numbered(0, 1, 40, b"y"))
+    assert transfer_ids(first + second) == [(0, 0), (0, 40)] and frames.renumbered == 0

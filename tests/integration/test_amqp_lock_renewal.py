@@ -1,0 +1,78 @@
+"""AutoLockRenewer renewing many locks at once, as the SDK's auto_lock_renew sample does (sync and async).
+
+Its renewals race on the client's session counter and send management requests with one delivery-id twice
+(or skip one); proton would end the session ("sequencing error"), Service Bus serves them all. The broker puts
+the ids back in sequence before proton sees them (compat.IncomingFrames), so every renewal is answered and
+every message completes after more than one lock duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from azure.servicebus import AutoLockRenewer, ServiceBusClient, ServiceBusMessage
+from azure.servicebus.aio import AutoLockRenewer as AsyncAutoLockRenewer
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+
+from local_broker.server import BrokerServer
+from topology import parse
+
+LOCK_S = 5
+MESSAGES = 25
+TOPOLOGY = {"namespaces": {"renew": {"queues": {
+    "sync": {"lock_duration": f"PT{LOCK_S}S"}, "async": {"lock_duration": f"PT{LOCK_S}S"}}}}}
+
+
+@pytest.fixture(scope="module")
+def connection_string():
+    with BrokerServer(parse(TOPOLOGY)) as server:
+        yield server.namespaces["renew"].connection_string
+
+
+def test_many_locks_renewed_at_once(connection_string) -> None:
+    failures: list = []
+    with ServiceBusClient.from_connection_string(connection_string) as client:
+        with client.get_queue_sender("sync") as sender:
+            sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(MESSAGES)])
+        renewer = AutoLockRenewer()
+        with client.get_queue_receiver("sync", max_wait_time=5) as receiver:
+            received = []
+            while len(received) < MESSAGES:
+                received += receiver.receive_messages(max_message_count=MESSAGES, max_wait_time=5)
+            for message in received:
+                renewer.register(receiver, message, max_lock_renewal_duration=60,
+                                 on_lock_renew_failure=lambda _, error: failures.append(error))
+            time.sleep(LOCK_S * 1.6)
+            for message in received:
+                receiver.complete_message(message)
+        renewer.close()
+    assert failures == []
+
+
+def test_many_locks_renewed_at_once_async(connection_string) -> None:
+    failures: list = []
+
+    async def on_failure(_, error) -> None:
+        failures.append(error)
+
+    async def main() -> None:
+        async with AsyncServiceBusClient.from_connection_string(connection_string) as client:
+            async with client.get_queue_sender("async") as sender:
+                await sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(MESSAGES)])
+            renewer = AsyncAutoLockRenewer()
+            async with client.get_queue_receiver("async", max_wait_time=5) as receiver:
+                received = []
+                while len(received) < MESSAGES:
+                    received += await receiver.receive_messages(max_message_count=MESSAGES, max_wait_time=5)
+                for message in received:
+                    renewer.register(receiver, message, max_lock_renewal_duration=60,
+                                     on_lock_renew_failure=on_failure)
+                await asyncio.sleep(LOCK_S * 1.6)
+                for message in received:
+                    await receiver.complete_message(message)
+            await renewer.close()
+
+    asyncio.run(main())
+    assert failures == []
