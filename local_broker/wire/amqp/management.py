@@ -163,7 +163,8 @@ class Management:
                                          session_id=_text(body.get("session-id")))
         entries = []
         for m in found:
-            entry: dict[str, Any] = {"message": messages.encode_message(m, with_lock=True)}
+            encoded = messages.encode_message(m, with_lock=True, lock_token_annotation=True)
+            entry: dict[str, Any] = {"message": encoded}
             if m.lock_token is not None:
                 entry["lock-token"] = m.lock_token
             entries.append(entry)
