@@ -198,7 +198,8 @@ class Management:
 
     def set_session_state(self, path: str, body: dict) -> Reply:
         state = body.get("session-state")
-        self.ns.set_session_state(path, str(body["session-id"]), None if state is None else bytes(state))
+        # an empty state clears it, as Service Bus does (the Go SDK clears with an empty binary)
+        self.ns.set_session_state(path, str(body["session-id"]), bytes(state) if state else None)
         return Reply(200, "OK", {})
 
     def get_message_sessions(self, path: str, body: dict) -> Reply:
