@@ -94,10 +94,20 @@ func nextAvailable(client *azservicebus.Client) doc {
 		got[receiver.SessionID()] = bodies(messages)
 		defer receiver.Close(background)
 	}
-	// No session left: the broker answers when the timeout the client asks for (from its 2 s context) ends.
-	ctx, cancel := within(2)
-	defer cancel()
-	started := time.Now()
-	_, none := client.AcceptNextSessionForQueue(ctx, "sessions-next", nil)
-	return doc{"got": got, "none": describeError(none), "waitedMs": time.Since(started).Milliseconds()}
+	// No session left: the broker answers when the timeout the client asks for (its context's deadline less
+	// a random jitter of up to 1 %) runs out. When the jitter is below the broker's latency the context ends
+	// first; a few tries, the first answer kept.
+	tries := []doc{}
+	for len(tries) < 3 {
+		ctx, cancel := within(4)
+		started := time.Now()
+		_, none := client.AcceptNextSessionForQueue(ctx, "sessions-next", nil)
+		expired := ctx.Err() != nil
+		cancel()
+		tries = append(tries, doc{"error": describeError(none), "ms": time.Since(started).Milliseconds()})
+		if !expired {
+			break
+		}
+	}
+	return doc{"got": got, "tries": tries}
 }
