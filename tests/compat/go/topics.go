@@ -53,6 +53,7 @@ func filtersAndActions(client *azservicebus.Client) doc {
 // a property and a SQL filter with an action; then messages select by the new rules.
 func rulesManaged(client *azservicebus.Client) doc {
 	manager := newAdmin(adminConnectionString())
+	before := drain(client, 3, "orders", "live") // what $Default let through from filtersAndActions
 	mustGet(manager.DeleteRule(background, "orders", "live", "$Default", nil))
 	mustGet(manager.CreateRule(background, "orders", "live", &admin.CreateRuleOptions{
 		Name: ptr("vip"), Filter: &admin.CorrelationFilter{ApplicationProperties: map[string]any{"tier": "vip"}}}))
@@ -74,7 +75,7 @@ func rulesManaged(client *azservicebus.Client) doc {
 	}
 	// The other subscriptions get these too: drained so the next checks start empty.
 	drain(client, 3, "orders", "all")
-	return doc{"rules": names, "received": drain(client, 2, "orders", "live")}
+	return doc{"before": before, "rules": names, "received": drain(client, 2, "orders", "live")}
 }
 
 func autoforwardChain(client *azservicebus.Client) doc {
