@@ -8,12 +8,12 @@ the test with its output."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from json_process import run_printing_json
 
 from patterns.drills.broker import BrokerNamespace
 
@@ -39,25 +39,7 @@ def run_go(scenario: str, namespace: BrokerNamespace | None = None, *args: str,
     """`go/bin/compat <scenario> <args>` with the namespace's settings and `env` added to this process's
     environment."""
     if not BINARY.exists():
-        raise GoScenarioError(f"{BINARY} is not built: `make setup` builds it (Go 1.26+, scripts/ensure-go.sh)")
+        raise GoScenarioError(f"{BINARY} is not built: `make setup` builds it (scripts/ensure-go.sh)")
     environment = {**os.environ, **(namespace_environment(namespace) if namespace else {}), **(env or {})}
-    try:
-        completed = subprocess.run(
-            [str(BINARY), scenario, *args], cwd=GO_DIR, env=environment, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as expired:
-        raise GoScenarioError(f"{scenario} did not finish within {timeout:.0f} s\n{_output(expired)}") from None
-    lines = completed.stdout.strip().splitlines()
-    if completed.returncode != 0 or not lines:
-        raise GoScenarioError(f"{scenario} exited with {completed.returncode}\n{_output(completed)}")
-    try:
-        return json.loads(lines[-1])
-    except ValueError:
-        raise GoScenarioError(f"{scenario} printed no JSON on its last line\n{_output(completed)}") from None
-
-
-def _output(result: subprocess.CompletedProcess[str] | subprocess.TimeoutExpired) -> str:
-    def text(value: str | bytes | None) -> str:
-        return value.decode(errors="replace") if isinstance(value, bytes) else value or ""
-
-    return f"--- stdout\n{text(result.stdout)[-4000:]}\n--- stderr\n{text(result.stderr)[-4000:]}"
+    return run_printing_json([str(BINARY), scenario, *args], GO_DIR, environment, timeout, scenario,
+                             GoScenarioError)

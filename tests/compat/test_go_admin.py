@@ -88,8 +88,8 @@ def test_topics_and_subscriptions(serve):
     expected = {
         "MaxSizeInMegabytes": 2048, "DefaultMessageTimeToLive": "PT10H", "RequiresDuplicateDetection": True,
         "EnablePartitioning": True, "SupportOrdering": False, "EnableBatchedOperations": False,
-        "DuplicateDetectionHistoryTimeWindow": "PT1M", "AutoDeleteOnIdle": "PT3H", "UserMetadata": "team=events",
-        "Status": "Active",
+        "DuplicateDetectionHistoryTimeWindow": "PT1M", "AutoDeleteOnIdle": "PT3H",
+        "UserMetadata": "team=events", "Status": "Active",
     }
     for key in ("topic", "topicFetched"):
         assert part(value_of(result[key]), expected) == expected, key
@@ -161,7 +161,8 @@ def test_rules(serve):
         "filter": {"type": "*admin.CorrelationFilter", "value": {
             "CorrelationID": "cid", "MessageID": "mid", "To": "to", "ReplyTo": "rt", "Subject": "lbl",
             "SessionID": "sess", "ReplyToSessionID": "rts", "ContentType": "application/json",
-            "ApplicationProperties": {"k": "v", "n": 5, "on": True, "at": "2024-01-01T00:00:00Z", "ratio": 0.5}}},
+            "ApplicationProperties": {"k": "v", "n": 5, "on": True, "at": "2024-01-01T00:00:00Z",
+                                      "ratio": 0.5}}},
         "action": None,
     }
     assert value_of(result["correlation"]) == matched

@@ -47,4 +47,4 @@ def test_next_available_sessions_then_a_timeout_when_none_is_left(go) -> None:
     # the SDK's error wraps the AMQP one without exposing it: its text names the condition
     none = answered["error"]
     assert none["code"] == "timeout" and "com.microsoft:timeout" in none["message"], none
-    assert 3000 < answered["ms"] < 4000  # the timeout the client asked for (4 s less jitter), not the broker's minute
+    assert 3000 < answered["ms"] < 4000  # the client's timeout (4 s less jitter), not the broker's minute

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -17,7 +18,10 @@ import (
 )
 
 func tlsOptions(transport string) *azservicebus.ClientOptions {
-	options := &azservicebus.ClientOptions{RetryOptions: noRetry, TLSConfig: trustingBroker()}
+	// go-amqp names the server by the endpoint's host:port unless told: the certificate names the host
+	config := trustingBroker()
+	config.ServerName = mustGet(url.Parse(strings.TrimPrefix(strings.Split(connectionString(), ";")[0], "Endpoint="))).Hostname()
+	options := &azservicebus.ClientOptions{RetryOptions: noRetry, TLSConfig: config}
 	if transport == "websocket" {
 		options.NewWebSocketConn = dialWebSocket
 	}
