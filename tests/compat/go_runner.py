@@ -13,17 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from json_process import run_printing_json
+from scenario_process import ScenarioError, run_printing_json
 
 from patterns.drills.broker import BrokerNamespace
 
 GO_DIR = Path(__file__).resolve().parent / "go"
 BINARY = GO_DIR / "bin" / "compat"
 DEFAULT_TIMEOUT_SECONDS = 180
-
-
-class GoScenarioError(AssertionError):
-    """A Go scenario exited with an error or printed no JSON; the message holds its output."""
 
 
 def namespace_environment(namespace: BrokerNamespace) -> dict[str, str]:
@@ -39,7 +35,7 @@ def run_go(scenario: str, namespace: BrokerNamespace | None = None, *args: str,
     """`go/bin/compat <scenario> <args>` with the namespace's settings and `env` added to this process's
     environment."""
     if not BINARY.exists():
-        raise GoScenarioError(f"{BINARY} is not built: `make setup` builds it (scripts/ensure-go.sh)")
+        raise ScenarioError(f"{BINARY} is not built: `make setup` builds it (scripts/ensure-go.sh)")
     environment = {**os.environ, **(namespace_environment(namespace) if namespace else {}), **(env or {})}
-    return run_printing_json([str(BINARY), scenario, *args], GO_DIR, environment, timeout, scenario,
-                             GoScenarioError)
+    return run_printing_json([str(BINARY), scenario, *args], cwd=GO_DIR, env=environment, timeout=timeout,
+                             label=scenario)

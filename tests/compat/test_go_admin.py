@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from azure.servicebus.management import FalseRuleFilter, TrueRuleFilter
 from go_runner import run_go
-from test_js_admin import admin_host, fill, python_admin, start
+from test_js_admin import admin_host, python_admin, start, with_busy_queue, with_busy_topic, with_python_rules
 
 NOT_FOUND, EXISTS, BAD_REQUEST, UNAUTHORIZED = 404, 409, 400, 401
 
@@ -30,9 +29,7 @@ def part(model: dict, expected: dict) -> dict:
 
 
 def test_queues(serve):
-    broker = start(serve)
-    python_admin(broker).create_queue("busy")
-    fill(broker, queue="busy")
+    broker = with_busy_queue(serve)
     result = run_go("admin-queues", broker, "busy")
 
     namespace = value_of(result["namespace"])
@@ -78,11 +75,7 @@ def test_queues(serve):
 
 
 def test_topics_and_subscriptions(serve):
-    broker = start(serve)
-    admin = python_admin(broker)
-    admin.create_topic("busy")
-    admin.create_subscription("busy", "all")
-    fill(broker, topic="busy")
+    broker = with_busy_topic(serve)
     result = run_go("admin-topics", broker, "busy", "all")
 
     expected = {
@@ -141,12 +134,7 @@ def sql(expression: str, parameters: dict | None = None) -> dict:
 
 
 def test_rules(serve):
-    broker = start(serve)
-    admin = python_admin(broker)
-    admin.create_topic("t")
-    admin.create_subscription("t", "s")
-    admin.create_rule("t", "s", "everything", filter=TrueRuleFilter())
-    admin.create_rule("t", "s", "nothing", filter=FalseRuleFilter())
+    broker = with_python_rules(serve)
     result = run_go("admin-rules", broker, "t", "s")
 
     priced = {
@@ -187,27 +175,16 @@ def test_rules(serve):
     assert status_of(missing["update"]) == status_of(missing["delete"]) == NOT_FOUND
     assert value_of(result["deleted"]) == {}
     assert value_of(result["afterDelete"]) is None
-    assert [r.name for r in admin.list_rules("t", "s")] == ["$Default", "everything", "nothing", "priced",
-                                                            "unfiltered"]
+    assert [r.name for r in python_admin(broker).list_rules("t", "s")] == [
+        "$Default", "everything", "nothing", "priced", "unfiltered"]
 
 
 def test_lists_page_past_one_hundred(serve):
-    broker = start(serve)
-    admin = python_admin(broker)
-    queues = [f"q{i:03d}" for i in range(105)]
-    for name in queues:
-        admin.create_queue(name)
-    admin.create_topic("t")
-    subscriptions = [f"s{i:03d}" for i in range(101)]
-    for name in subscriptions:
-        admin.create_subscription("t", name)
-    rules = [f"r{i:03d}" for i in range(101)]
-    for name in rules:
-        admin.create_rule("t", "s000", name)
-    result = run_go("admin-paging", broker, "t", "s000")
+    result = run_go("admin-paging", start(serve), "t", "s000")  # the scenario makes the entities it lists
 
+    queues = [f"q{i:03d}" for i in range(105)]
     assert result["queues"] == queues and result["queuePageSizes"] == [40, 40, 25]
     assert result["allQueues"] == result["queuesRuntime"] == 105
     assert result["defaultPageSizes"] == [100, 5, 0]  # the service's page; the SDK reads on to an empty one
-    assert result["subscriptions"] == subscriptions
-    assert result["rules"] == ["$Default", *rules]
+    assert result["subscriptions"] == [f"s{i:03d}" for i in range(101)]
+    assert result["rules"] == ["$Default", *(f"r{i:03d}" for i in range(101))]

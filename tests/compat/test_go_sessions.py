@@ -7,9 +7,7 @@ from typing import Any
 
 import pytest
 from go_runner import run_go
-
-TOPOLOGY = {"namespaces": {"compat": {"queues": {
-    "sessions": {"requires_session": True}, "sessions-next": {"requires_session": True}}}}}
+from test_js_sessions import TOPOLOGY
 
 
 @pytest.fixture(scope="module")

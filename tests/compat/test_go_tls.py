@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import pytest
 from go_runner import run_go
+from test_js_tls import QUEUES
 
 from local_broker.server import BrokerServer
 from topology import parse
-
-QUEUES = {"q": {}, "settle": {}, "sessions": {"requires_session": True}}
 
 
 @pytest.fixture(scope="module")

@@ -7,21 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import test_js_topics
 from go_runner import run_go
 
-RED_ACTION = "SET sys.Label = 'red-order'; SET stamped = 'yes'"
-TOPOLOGY = {"namespaces": {"compat": {
-    "queues": {"chain-end": {}, "chain-mid": {"forward_to": "chain-end"},
-               "chain-start": {"forward_to": "chain-mid"}, "refunds": {}},
-    "topics": {"orders": {"subscriptions": {
-        "all": {},
-        "red": {"rules": {"only-red": {"filter": {"sql": "color = 'red'"}, "action": {"sql": RED_ACTION}}}},
-        "big": {"rules": {"large": {"filter": {"sql": "quantity > 10 AND sys.Label = 'order'"}}}},
-        "refunds": {"forward_to": "refunds",
-                    "rules": {"refund": {"filter": {"correlation": {"label": "refund"}}}}},
-        "live": {},
-    }}},
-}}}
+# The JavaScript suite's entities, and a subscription whose rules the Go scenario replaces.
+_JS = test_js_topics.TOPOLOGY["namespaces"]["compat"]
+TOPOLOGY = {"namespaces": {"compat": {"queues": _JS["queues"], "topics": {"orders": {"subscriptions": {
+    **_JS["topics"]["orders"]["subscriptions"], "live": {}}}}}}}
 
 
 @pytest.fixture(scope="module")

@@ -257,10 +257,21 @@ func adminRules(args []string) doc {
 	return result
 }
 
-// Lists longer than one page: every entity once, in order, page by page.
+// Lists longer than one page (105 queues, 101 subscriptions, 101 rules, all made here): every entity once, in
+// order, page by page.
 func adminPaging(args []string) doc {
 	topic, subscription := args[0], args[1]
 	manager := newAdmin(adminConnectionString())
+	for i := 0; i < 105; i++ {
+		mustGet(manager.CreateQueue(background, fmt.Sprintf("q%03d", i), nil))
+	}
+	mustGet(manager.CreateTopic(background, topic, nil))
+	for i := 0; i < 101; i++ {
+		mustGet(manager.CreateSubscription(background, topic, fmt.Sprintf("s%03d", i), nil))
+	}
+	for i := 0; i < 101; i++ {
+		mustGet(manager.CreateRule(background, topic, subscription, &admin.CreateRuleOptions{Name: ptr(fmt.Sprintf("r%03d", i))}))
+	}
 	queues, sizes := collect(manager.NewListQueuesPager(&admin.ListQueuesOptions{MaxPageSize: 40}),
 		func(p admin.ListQueuesResponse) []admin.QueueItem { return p.Queues })
 	queueNames := []string{}

@@ -75,6 +75,21 @@ type messageReceiver interface {
 	ReceiveMessages(ctx context.Context, maxMessages int, options *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
 }
 
+// What both receivers settle with.
+type messageCompleter interface {
+	messageReceiver
+	CompleteMessage(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.CompleteMessageOptions) error
+}
+
+// receiveAll, each message then completed.
+func receiveAndComplete(receiver messageCompleter, count int, wait time.Duration) []*azservicebus.ReceivedMessage {
+	messages := receiveAll(receiver, count, wait)
+	for _, m := range messages {
+		must(receiver.CompleteMessage(background, m, nil))
+	}
+	return messages
+}
+
 // Receives until `count` messages arrived or `wait` passed without any.
 func receiveAll(receiver messageReceiver, count int, wait time.Duration) []*azservicebus.ReceivedMessage {
 	var all []*azservicebus.ReceivedMessage

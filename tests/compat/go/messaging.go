@@ -52,10 +52,7 @@ func sendAndReceive(client *azservicebus.Client) doc {
 	must(s.SendMessageBatch(background, batch, nil))
 	must(s.Close(background))
 	r := receiver(client, "basic", nil)
-	messages := receiveAll(r, 4, 3*time.Second)
-	for _, m := range messages {
-		must(r.CompleteMessage(background, m, nil))
-	}
+	messages := receiveAndComplete(r, 4, 3*time.Second)
 	leftover := receiveWithin(r, 1, 500*time.Millisecond)
 	must(r.Close(background))
 	return doc{"messages": receivedAll(messages), "leftover": len(leftover)}
@@ -118,10 +115,7 @@ func settleEveryWay(client *azservicebus.Client) doc {
 	rest := receiveWithin(r, 1, time.Second)
 	must(r.Close(background))
 	dlq := receiver(client, "settle", deadLetterQueue)
-	deadLettered := receiveAll(dlq, 2, 3*time.Second)
-	for _, m := range deadLettered {
-		must(dlq.CompleteMessage(background, m, nil))
-	}
+	deadLettered := receiveAndComplete(dlq, 2, 3*time.Second)
 	must(dlq.Close(background))
 	return doc{"abandonedAgain": received(again[0]), "deferred": received(deferred[0]),
 		"renewedDeferred": describeError(renewedDeferred), "afterSettling": len(rest),
@@ -154,11 +148,8 @@ func scheduleAndCancel(client *azservicebus.Client) doc {
 	must(s.CancelScheduledMessages(background, numbers[1:], nil))
 	r := receiver(client, "schedule", nil)
 	peeked := mustGet(r.PeekMessages(background, 10, nil))
-	messages := receiveAll(r, 1, 4*time.Second)
-	messages = append(messages, receiveWithin(r, 1, 500*time.Millisecond)...)
-	for _, m := range messages {
-		must(r.CompleteMessage(background, m, nil))
-	}
+	messages := receiveAndComplete(r, 1, 4*time.Second)
+	messages = append(messages, receiveWithin(r, 1, 500*time.Millisecond)...) // none: the cancelled one is gone
 	must(s.Close(background))
 	must(r.Close(background))
 	return doc{"sequenceNumbers": numbers, "peeked": receivedAll(peeked), "received": receivedAll(messages),
@@ -187,10 +178,7 @@ func partitioned(client *azservicebus.Client) doc {
 	must(s.SendMessage(background, &azservicebus.Message{Body: []byte("other-key"), PartitionKey: ptr("pk-2")}, nil))
 	must(s.Close(background))
 	r := receiver(client, "partitioned", nil)
-	messages := receiveAll(r, 6, 3*time.Second)
-	for _, m := range messages {
-		must(r.CompleteMessage(background, m, nil))
-	}
+	messages := receiveAndComplete(r, 6, 3*time.Second)
 	must(r.Close(background))
 	return doc{"messages": receivedAll(messages)}
 }
@@ -198,10 +186,7 @@ func partitioned(client *azservicebus.Client) doc {
 // Messages the Python SDK sent (test_go_messaging.py), and messages for it to receive.
 func interop(client *azservicebus.Client) []doc {
 	r := receiver(client, "from-python", nil)
-	messages := receiveAll(r, 2, 3*time.Second)
-	for _, m := range messages {
-		must(r.CompleteMessage(background, m, nil))
-	}
+	messages := receiveAndComplete(r, 2, 3*time.Second)
 	must(r.Close(background))
 	s := sender(client, "from-go")
 	must(s.SendMessage(background, &azservicebus.Message{

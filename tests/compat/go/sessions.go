@@ -35,10 +35,7 @@ func namedSessionWithState(client *azservicebus.Client) doc {
 	time.Sleep(20 * time.Millisecond)
 	must(receiver.RenewSessionLock(background, nil))
 	renewedUntil := receiver.LockedUntil()
-	messages := receiveAll(receiver, 3, 3*time.Second)
-	for _, m := range messages {
-		must(receiver.CompleteMessage(background, m, nil))
-	}
+	messages := receiveAndComplete(receiver, 3, 3*time.Second)
 	_, taken := client.AcceptSessionForQueue(background, "sessions", "A", nil)
 
 	listed := []string{}
@@ -87,10 +84,7 @@ func nextAvailable(client *azservicebus.Client) doc {
 		ctx, cancel := within(10)
 		receiver := mustGet(client.AcceptNextSessionForQueue(ctx, "sessions-next", nil))
 		cancel()
-		messages := receiveAll(receiver, 2, time.Second)
-		for _, m := range messages {
-			must(receiver.CompleteMessage(background, m, nil))
-		}
+		messages := receiveAndComplete(receiver, 2, time.Second)
 		got[receiver.SessionID()] = bodies(messages)
 		defer receiver.Close(background)
 	}

@@ -102,10 +102,7 @@ func sessionOverTLS(client *azservicebus.Client, queue string) doc {
 	r := mustGet(client.AcceptSessionForQueue(background, queue, "go", nil))
 	must(r.SetSessionState(background, []byte("halfway"), nil))
 	state := mustGet(r.GetSessionState(background, nil))
-	got := receiveAll(r, 2, 5*time.Second)
-	for _, m := range got {
-		must(r.CompleteMessage(background, m, nil))
-	}
+	got := receiveAndComplete(r, 2, 5*time.Second)
 	return doc{"state": string(state), "bodies": bodies(got)}
 }
 
