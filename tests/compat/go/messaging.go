@@ -23,6 +23,7 @@ func messaging([]string) doc {
 		"partitioned":    partitioned(client),
 		"interop":        interop(client),
 		"expired":        expired(client),
+		"amqp":           amqpMessages(client),
 	}
 }
 
