@@ -13,9 +13,9 @@ from azure.servicebus import ServiceBusClient
 from go_runner import run_go
 from test_js_messaging import SERVICE_BUS_ID, send_from_python
 
-# The JavaScript suite's queues, and one the Go SDK sends to for the Python SDK.
+# The JavaScript suite's queues, one the Go SDK sends to for the Python SDK, one for whole AMQP messages.
 TOPOLOGY = {"namespaces": {"compat": {"queues": {
-    **test_js_messaging.TOPOLOGY["namespaces"]["compat"]["queues"], "from-go": {}}}}}
+    **test_js_messaging.TOPOLOGY["namespaces"]["compat"]["queues"], "from-go": {}, "amqp": {}}}}}
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -147,3 +147,34 @@ def test_messages_cross_between_the_python_and_go_sdks(go, namespace) -> None:
     assert text.time_to_live == dt.timedelta(seconds=60)
     assert text.application_properties == {b"text": b"v", b"number": 42, b"yes": True}
     assert (b"".join(binary.body), binary.message_id) == (b"\x00\x01\x02\xff", "go-2")
+
+
+def typed(value_type: str, value) -> dict:
+    return {"type": value_type, "value": value}
+
+
+def test_whole_amqp_messages_keep_their_bodies_and_the_types_the_client_chose(go) -> None:
+    """SendAMQPAnnotatedMessage: the broker hands back each section as the client typed it (message and
+    correlation ids as uuid, ulong, binary; content-encoding; user-id; group-sequence; value and sequence
+    bodies; custom annotations), beside its own x-opt-* annotations."""
+    value, sequence, string = go["amqp"]["received"]
+    assert value["value"] == typed("map[string]interface {}", {
+        "n": typed("int64", 1), "s": typed("string", "x"), "i": typed("int32", 2)})
+    assert (value["messageId"], value["correlationId"]) == (
+        typed("amqp.UUID", "01020304-0506-0708-090a-0b0c0d0e0f10"), typed("uint64", 99))
+    assert (value["contentType"], value["contentEncoding"], value["userId"], value["groupSequence"]) == (
+        "application/x-custom", "gzip", typed("[]byte", "me"), 5)
+    annotations = value["annotations"]
+    assert (annotations["x-opt-custom"], annotations["x-opt-number"]) == (typed("string", "kept"),
+                                                                          typed("int64", 12))
+    assert annotations["x-opt-sequence-number"]["type"] == "int64"
+    assert {annotations[k]["type"] for k in ("x-opt-enqueued-time", "x-opt-locked-until")} == {"time.Time"}
+    assert value["header"]["ttlMs"] == 3600000 and value["data"] == 0
+    assert sequence["sequence"] == typed("[]interface {}", [
+        typed("[]interface {}", [typed("string", "a"), typed("int64", 1)]),
+        typed("[]interface {}", [typed("bool", True)])])
+    assert sequence["messageId"] == typed("uint64", 7)
+    assert string["value"] == typed("string", "plain string")
+    assert string["messageId"] == typed("[]byte", "\x01\x02")
+    # the SDK's own MessageID is a string: empty for ids of the other types
+    assert [m["sdkMessageId"] for m in (value, sequence, string)] == ["", "", ""]
