@@ -13,9 +13,11 @@ from azure.servicebus import ServiceBusClient
 from go_runner import run_go
 from test_js_messaging import SERVICE_BUS_ID, send_from_python
 
-# The JavaScript suite's queues, one the Go SDK sends to for the Python SDK, one for whole AMQP messages.
+# The JavaScript suite's queues, one the Go SDK sends to for the Python SDK, one for whole AMQP messages, one
+# for messages the SDK releases.
 TOPOLOGY = {"namespaces": {"compat": {"queues": {
-    **test_js_messaging.TOPOLOGY["namespaces"]["compat"]["queues"], "from-go": {}, "amqp": {}}}}}
+    **test_js_messaging.TOPOLOGY["namespaces"]["compat"]["queues"], "from-go": {}, "amqp": {},
+    "release": {}}}}}
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -178,3 +180,10 @@ def test_whole_amqp_messages_keep_their_bodies_and_the_types_the_client_chose(go
     assert string["messageId"] == typed("[]byte", "\x01\x02")
     # the SDK's own MessageID is a string: empty for ids of the other types
     assert [m["sdkMessageId"] for m in (value, sequence, string)] == ["", "", ""]
+
+
+def test_messages_the_sdk_releases_go_to_another_receiver_without_a_delivery_counted(go) -> None:
+    released = go["released"]
+    assert released["early"] == 0
+    assert sorted(released["bodies"]) == ["late-1", "late-2"]
+    assert released["deliveryCounts"] == [1, 1]  # `released` is no delivery, as in Service Bus

@@ -24,6 +24,7 @@ func messaging([]string) doc {
 		"interop":        interop(client),
 		"expired":        expired(client),
 		"amqp":           amqpMessages(client),
+		"released":       releasedAfterReceive(client),
 	}
 }
 
@@ -214,4 +215,24 @@ func expired(client *azservicebus.Client) []doc {
 	messages := receiveAll(dlq, 1, 5*time.Second)
 	must(dlq.Close(background))
 	return receivedAll(messages)
+}
+
+// A receive that ends with credit left on the link: messages arriving afterwards are released by the SDK
+// (its releaser), so another receiver gets them at once, their delivery count not raised.
+func releasedAfterReceive(client *azservicebus.Client) doc {
+	idle := receiver(client, "release", nil)
+	early := receiveWithin(idle, 3, 300*time.Millisecond) // nothing yet: 3 credits stay on the link
+	s := sender(client, "release")
+	must(s.SendMessage(background, withID("late-1", "late-1"), nil))
+	must(s.SendMessage(background, withID("late-2", "late-2"), nil))
+	must(s.Close(background))
+	other := receiver(client, "release", nil)
+	got := receiveAndComplete(other, 2, 5*time.Second)
+	must(other.Close(background))
+	must(idle.Close(background))
+	counts := []uint32{}
+	for _, m := range got {
+		counts = append(counts, m.DeliveryCount)
+	}
+	return doc{"early": len(early), "bodies": bodies(got), "deliveryCounts": counts}
 }
