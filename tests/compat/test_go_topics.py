@@ -10,10 +10,11 @@ import pytest
 import test_js_topics
 from go_runner import run_go
 
-# The JavaScript suite's entities, and a subscription whose rules the Go scenario replaces.
+# The JavaScript suite's entities, a subscription whose rules the Go scenario replaces, a session one.
 _JS = test_js_topics.TOPOLOGY["namespaces"]["compat"]
 TOPOLOGY = {"namespaces": {"compat": {"queues": _JS["queues"], "topics": {"orders": {"subscriptions": {
-    **_JS["topics"]["orders"]["subscriptions"], "live": {}}}}}}}
+    **_JS["topics"]["orders"]["subscriptions"], "live": {},
+    "by-tenant": {"requires_session": True, "rules": {"tenants": {"filter": {"sql": "quantity = 0"}}}}}}}}}}
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +52,10 @@ def test_rules_the_admin_package_puts_on_a_live_subscription_select_at_once(go) 
 def test_autoforwarding_from_a_subscription_and_along_a_chain(go) -> None:
     assert [(m["body"], m["messageId"]) for m in go["filters"]["refundsForwarded"]] == [("blue", "o3")]
     assert [(m["body"], m["messageId"]) for m in go["chain"]["end"]] == [("hop-1", "h1"), ("hop-2", "h2")]
+
+
+def test_a_session_subscription_and_its_dead_letter_queue(go) -> None:
+    tenant = go["sessionSubscription"]
+    assert tenant["received"] == ["s1", "s2"] and tenant["sessionIds"] == ["tenant-1", "tenant-1"]
+    [dead] = tenant["deadLettered"]
+    assert (dead["body"], dead["sessionId"], dead["deadLetterReason"]) == ("s2", "tenant-1", "tenant-gone")

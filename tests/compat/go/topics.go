@@ -13,7 +13,8 @@ import (
 func topics([]string) doc {
 	client := newClient(connectionString(), nil)
 	defer client.Close(background)
-	return doc{"filters": filtersAndActions(client), "managed": rulesManaged(client), "chain": autoforwardChain(client)}
+	return doc{"filters": filtersAndActions(client), "managed": rulesManaged(client),
+		"sessionSubscription": sessionSubscription(client), "chain": autoforwardChain(client)}
 }
 
 func order(body, id, subject string, properties map[string]any) *azservicebus.Message {
@@ -84,4 +85,26 @@ func autoforwardChain(client *azservicebus.Client) doc {
 	must(s.SendMessage(background, withID("hop-2", "h2"), nil))
 	must(s.Close(background))
 	return doc{"end": drain(client, 2, "chain-end")}
+}
+
+// A session subscription: a named session accepted on it, one message dead-lettered to the subscription's
+// dead-letter queue and read back there.
+func sessionSubscription(client *azservicebus.Client) doc {
+	s := sender(client, "orders")
+	for _, b := range []string{"s1", "s2"} {
+		must(s.SendMessage(background, &azservicebus.Message{Body: []byte(b), SessionID: ptr("tenant-1"),
+			ApplicationProperties: map[string]any{"quantity": int64(0)}}, nil))
+	}
+	must(s.Close(background))
+	drain(client, 2, "orders", "all")
+	session := mustGet(client.AcceptSessionForSubscription(background, "orders", "by-tenant", "tenant-1", nil))
+	got := receiveAll(session, 2, 3*time.Second)
+	must(session.CompleteMessage(background, got[0], nil))
+	must(session.DeadLetterMessage(background, got[1], &azservicebus.DeadLetterOptions{Reason: ptr("tenant-gone")}))
+	must(session.Close(background))
+	dlq := mustGet(client.NewReceiverForSubscription("orders", "by-tenant", deadLetterQueue))
+	dead := receiveAndComplete(dlq, 1, 3*time.Second)
+	must(dlq.Close(background))
+	return doc{"received": bodies(got), "sessionIds": []any{got[0].SessionID, got[1].SessionID},
+		"deadLettered": receivedAll(dead)}
 }
