@@ -1,19 +1,21 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-# Both create .venv, install the pinned dependencies, check Java (Spark needs 17+), Node.js 18+ and chromium with
-# chromedriver (the console's browser test), and install
-# the JavaScript SDK the compatibility tests drive (tests/compat/js, from its lockfile).
+# Both create .venv, install the pinned dependencies, check Java (Spark needs 17+), Node.js 18+, Go 1.26+ and
+# chromium with chromedriver (the console's browser test), install the JavaScript SDK the compatibility tests
+# drive (tests/compat/js, from its lockfile) and build the Go one's binary (tests/compat/go, from go.sum).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 JS := tests/compat/js
 JS_STAMP := $(JS)/node_modules/.installed-stamp
+GO := tests/compat/go
+GO_BINARY := $(GO)/bin/compat
 # CI runs the slow suites too; a developer's default run skips them (`make test-all` runs everything).
 PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 
-.PHONY: setup demo test test-all lint console-screenshots bench clean java node chromium
+.PHONY: setup demo test test-all lint console-screenshots bench clean java node golang chromium
 
-setup: $(STAMP) java chromium $(JS_STAMP)
+setup: $(STAMP) java chromium $(JS_STAMP) $(GO_BINARY)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -27,12 +29,19 @@ java:
 node:
 	@bash scripts/ensure-node.sh
 
+golang:
+	@bash scripts/ensure-go.sh
+
 chromium:
 	@bash scripts/ensure-chromium.sh
 
 $(JS_STAMP): $(JS)/package-lock.json | node
 	npm ci --prefix $(JS) --no-audit --no-fund --loglevel=error
 	touch $(JS_STAMP)
+
+# Built again only when the module or a source changed; modules come from the module proxy into Go's cache.
+$(GO_BINARY): $(GO)/go.mod $(GO)/go.sum $(wildcard $(GO)/*.go) | golang
+	cd $(GO) && go build -buildvcs=false -o bin/compat .
 
 demo: setup
 	$(VENV)/bin/sbfed demo
@@ -63,4 +72,4 @@ bench: setup
 	if [ -n "$$failed" ]; then echo "failed: $${failed#, }"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info $(JS)/node_modules
+	rm -rf $(VENV) .pytest_cache build *.egg-info $(JS)/node_modules $(GO)/bin

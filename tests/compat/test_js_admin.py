@@ -67,10 +67,37 @@ def fill(broker: BrokerNamespace, queue: str | None = None, topic: str | None = 
             receiver.dead_letter_message(message, reason="test")
 
 
-def test_queues(serve):
+def with_busy_queue(serve) -> BrokerNamespace:
+    """A broker with a queue `busy` that `fill` filled (for the runtime figures)."""
     broker = start(serve)
     python_admin(broker).create_queue("busy")
     fill(broker, queue="busy")
+    return broker
+
+
+def with_busy_topic(serve) -> BrokerNamespace:
+    """A broker with a topic `busy` and its subscription `all` that `fill` filled."""
+    broker = start(serve)
+    admin = python_admin(broker)
+    admin.create_topic("busy")
+    admin.create_subscription("busy", "all")
+    fill(broker, topic="busy")
+    return broker
+
+
+def with_python_rules(serve) -> BrokerNamespace:
+    """A broker with a subscription t/s holding rules the Python SDK made with true and false filters."""
+    broker = start(serve)
+    admin = python_admin(broker)
+    admin.create_topic("t")
+    admin.create_subscription("t", "s")
+    admin.create_rule("t", "s", "everything", filter=TrueRuleFilter())
+    admin.create_rule("t", "s", "nothing", filter=FalseRuleFilter())
+    return broker
+
+
+def test_queues(serve):
+    broker = with_busy_queue(serve)
     result = run_js("admin_queues.mjs", broker, "busy")
 
     namespace = value_of(result["namespace"])
@@ -112,11 +139,7 @@ def test_queues(serve):
 
 
 def test_topics_and_subscriptions(serve):
-    broker = start(serve)
-    admin = python_admin(broker)
-    admin.create_topic("busy")
-    admin.create_subscription("busy", "all")
-    fill(broker, topic="busy")
+    broker = with_busy_topic(serve)
     result = run_js("admin_topics.mjs", broker, "busy", "all")
 
     expected = {
@@ -172,12 +195,7 @@ def test_topics_and_subscriptions(serve):
 
 
 def test_rules(serve):
-    broker = start(serve)
-    admin = python_admin(broker)
-    admin.create_topic("t")
-    admin.create_subscription("t", "s")
-    admin.create_rule("t", "s", "everything", filter=TrueRuleFilter())
-    admin.create_rule("t", "s", "nothing", filter=FalseRuleFilter())
+    broker = with_python_rules(serve)
     result = run_js("admin_rules.mjs", broker, "t", "s")
 
     priced = {
@@ -214,7 +232,8 @@ def test_rules(serve):
         "get": NOT_FOUND, "delete": NOT_FOUND, "update": NOT_FOUND, "ofMissingSubscription": NOT_FOUND}
     assert value_of(result["deleted"]) == {}
     assert error_of(result["afterDelete"]) == NOT_FOUND
-    assert [r.name for r in admin.list_rules("t", "s")] == ["$Default", "everything", "nothing", "priced"]
+    assert [r.name for r in python_admin(broker).list_rules("t", "s")] == [
+        "$Default", "everything", "nothing", "priced"]
 
 
 def test_lists_page_past_one_hundred(serve):

@@ -27,8 +27,8 @@ def namespace(serve):
     return serve(TOPOLOGY)["compat"]
 
 
-@pytest.fixture(scope="module")
-def js(namespace) -> dict[str, Any]:
+def send_from_python(namespace) -> None:
+    """What another SDK's run receives from the queue `from-python`: text with properties, and binary."""
     with ServiceBusClient.from_connection_string(namespace.connection_string) as client, \
             client.get_queue_sender("from-python") as sender:
         sender.send_messages([
@@ -36,6 +36,11 @@ def js(namespace) -> dict[str, Any]:
                               application_properties={"text": "v", "number": 42}),
             ServiceBusMessage(b"\x00\x01\xff", message_id="py-2"),
         ])
+
+
+@pytest.fixture(scope="module")
+def js(namespace) -> dict[str, Any]:
+    send_from_python(namespace)
     return run_js("messaging.mjs", namespace)
 
 

@@ -49,6 +49,19 @@ def test_a_wrong_path_or_subprotocol_is_an_http_error(broker, path: str, protoco
     assert refused.value.status_code == status
 
 
+@pytest.mark.parametrize(("offered", "answered"), [
+    (["amqp"], "amqp"), (["mqtt", "amqp", SUBPROTOCOL], "amqp"), ([SUBPROTOCOL, "amqp"], SUBPROTOCOL)])
+def test_the_answer_names_the_first_subprotocol_offered_that_is_served(broker, offered: list[str],
+                                                                       answered: str) -> None:
+    """`amqp` too: the Go SDK's documented dialer (coder/websocket) asks for it and checks the answer."""
+    ws = websocket.create_connection(_url(broker), subprotocols=offered, timeout=10,
+                                     sslopt={"ca_certs": broker.cert_path})
+    try:
+        assert ws.headers["sec-websocket-protocol"] == answered
+    finally:
+        ws.close()
+
+
 def test_fragments_make_one_stream_and_pings_get_pongs(broker) -> None:
     ws = _connect(broker)
     try:

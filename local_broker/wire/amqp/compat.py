@@ -270,10 +270,13 @@ def refuse_link(link: Link, condition: str, description: str) -> None:
     link.close()
 
 
-def echo_termini(link: Link) -> None:
-    """Copy the client's source and target: the SDK rejects an attach with a null terminus."""
+def echo_attach(link: Link) -> None:
+    """Copy the client's source, target and settlement modes: the SDKs reject an attach with a null terminus,
+    and go-amqp one whose settlement modes differ from those it asked for (Service Bus echoes them)."""
     link.source.copy(link.remote_source)
     link.target.copy(link.remote_target)
+    link.snd_settle_mode = link.remote_snd_settle_mode
+    link.rcv_settle_mode = link.remote_rcv_settle_mode
 
 
 def read_filter(terminus: Terminus) -> dict[Any, Any] | None:

@@ -345,7 +345,7 @@ class NamespaceEndpoint(Handler):
         node = Node.CBS if address == CBS_NODE else Node.MANAGEMENT
         path = address if node is Node.CBS else self.ns.resolve(entity_address(address))
         link.sb = LinkState(node=node, connection=link.connection.sb, path=path)
-        compat.echo_termini(link)
+        compat.echo_attach(link)
         link.max_message_size = self.ns.config.max_message_size_in_kilobytes * 1024
         link.open()
         if link.is_receiver:
@@ -358,7 +358,7 @@ class NamespaceEndpoint(Handler):
         self._authorize(link, path, SEND)
         self.ns.check_sender(path)
         link.sb = LinkState(node=Node.SENDER, connection=link.connection.sb, path=path)
-        compat.echo_termini(link)
+        compat.echo_attach(link)
         size = self.ns.max_message_size(path)  # what the engine enforces; a batch travels as one message
         link.max_message_size = size
         link.properties = {MAX_BATCH_SIZE: ulong(size)}
@@ -375,8 +375,7 @@ class NamespaceEndpoint(Handler):
         state = LinkState(node=Node.RECEIVER, connection=link.connection.sb, path=path,
                           mode=ReceiveMode.RECEIVE_AND_DELETE if presettled else ReceiveMode.PEEK_LOCK)
         link.sb = state
-        link.snd_settle_mode = link.remote_snd_settle_mode
-        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        compat.echo_attach(link)
         link.max_message_size = self.ns.max_message_size(path)
         if not sessionful:
             self._activate_receiver(link)
@@ -414,7 +413,7 @@ class NamespaceEndpoint(Handler):
 
     def _activate_receiver(self, link: Link) -> None:
         state: LinkState = link.sb
-        compat.echo_termini(link)
+        compat.echo_attach(link)
         if state.session is not None:
             session_id = state.session.session_id
             if state.session_filter_descriptor is not None:  # answered in the form it was asked
@@ -704,7 +703,9 @@ def _reply_link(request: Link, reply_to: str | None) -> Link | None:
 def _send_reply(link: Link, payload: bytes) -> None:
     state: LinkState = link.sb
     state.tag_counter += 1
-    compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=False)
+    # presettled when the client's reply link asked for that (go-amqp's RPC links do)
+    settled = link.snd_settle_mode == Link.SND_SETTLED
+    compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=settled)
 
 
 def _harmless(condition: Any) -> bool:

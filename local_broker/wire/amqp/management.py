@@ -177,7 +177,8 @@ class Management:
                                          session_id=_text(body.get("session-id")))
         entries = []
         for m in found:
-            entry: dict[str, Any] = {"message": messages.encode_message(m, with_lock=True)}
+            encoded = messages.encode_message(m, with_lock=True, lock_token_annotation=True)
+            entry: dict[str, Any] = {"message": encoded}
             if m.lock_token is not None:
                 entry["lock-token"] = m.lock_token
             entries.append(entry)
@@ -211,7 +212,8 @@ class Management:
 
     def set_session_state(self, path: str, body: dict) -> Reply:
         state = body.get("session-state")
-        self.ns.set_session_state(path, str(body["session-id"]), None if state is None else bytes(state))
+        # an empty state clears it, as Service Bus does (the Go SDK clears with an empty binary)
+        self.ns.set_session_state(path, str(body["session-id"]), bytes(state) if state else None)
         return Reply(200, "OK", {})
 
     def get_message_sessions(self, path: str, body: dict) -> Reply:

@@ -32,11 +32,12 @@ from local_broker.wire.amqp.values import encode_map_items
 PARTITION_KEY = "x-opt-partition-key"
 VIA_PARTITION_KEY = "x-opt-via-partition-key"
 SCHEDULED_ENQUEUE_TIME = "x-opt-scheduled-enqueue-time"
+LOCK_TOKEN = "x-opt-lock-token"
 BATCH_FORMAT = 0x80013700  # the transfer message-format of a batch envelope (Microsoft's range)
 # Annotations the broker writes itself; a client's copy of them (e.g. a forwarded message) is dropped.
 BROKER_ANNOTATIONS = frozenset({
     "x-opt-sequence-number", "x-opt-enqueued-time", "x-opt-locked-until", "x-opt-enqueue-sequence-number",
-    "x-opt-deadletter-source", "x-opt-message-state", "x-opt-partition-id", "x-opt-lock-token",
+    "x-opt-deadletter-source", "x-opt-message-state", "x-opt-partition-id", LOCK_TOKEN,
     PARTITION_KEY, VIA_PARTITION_KEY, SCHEDULED_ENQUEUE_TIME,
 })
 
@@ -270,8 +271,11 @@ def _encoded_broker_annotations(msg: Message, with_lock: bool) -> bytes:
     return _MAP_HEAD.pack(0xD1, len(body) + 4, count) + body
 
 
-def encode_message(msg: Message, *, with_lock: bool) -> bytes:
-    """The bytes of a message delivered to a receiver (or returned by peek / receive-deferred)."""
+def encode_message(msg: Message, *, with_lock: bool, lock_token_annotation: bool = False) -> bytes:
+    """The bytes of a message delivered to a receiver (or returned by peek / receive-deferred).
+
+    `lock_token_annotation`: the lock token as the delivery annotation `x-opt-lock-token` too, as Service Bus
+    writes it into a message that receive-by-sequence-number returns (the Go SDK reads it from there)."""
     if msg.annotations:  # the client's annotations, merged with the broker's
         items = _broker_annotations(msg, with_lock)
         annotations = dict(zip(items[::2], items[1::2], strict=True))
@@ -280,8 +284,11 @@ def encode_message(msg: Message, *, with_lock: bool) -> bytes:
     else:  # the broker's alone: no dict in between
         encoded_annotations = _encoded_broker_annotations(msg, with_lock)
     ttl = None if msg.time_to_live is None else int(msg.time_to_live * 1000)
-    parts = [
-        codec.encode_header(True, 4, ttl, False, msg.delivery_count),
+    parts = [codec.encode_header(True, 4, ttl, False, msg.delivery_count)]
+    if lock_token_annotation and msg.lock_token is not None:
+        parts.append(codec.described(codec.DELIVERY_ANNOTATIONS,
+                                     codec.encode_value({symbol(LOCK_TOKEN): msg.lock_token})))
+    parts += [
         b"\x00\x53" + bytes((codec.MESSAGE_ANNOTATIONS,)) + encoded_annotations,
         codec.described(codec.PROPERTIES, codec.encode_value(_property_list(msg))),
     ]

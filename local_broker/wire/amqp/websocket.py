@@ -1,5 +1,6 @@
 """AMQP over WebSockets (RFC 6455) as Service Bus serves it: path `/$servicebus/websocket`, subprotocol
-`AMQPWSB10`, the AMQP bytes in binary frames.
+`AMQPWSB10` (the .NET, Java, JS and Python SDKs) or `amqp` (the AMQP WebSocket binding's registered name,
+which the Go SDK's documented dialer asks for), the AMQP bytes in binary frames.
 
 A `WebSocketStream` sits on another stream (TLS) and looks like it (see tls_stream.py): it answers the
 HTTP upgrade, unmasks the client's frames into one byte stream (frame boundaries mean nothing to AMQP), sends
@@ -21,6 +22,7 @@ log = logging.getLogger("local_broker.amqp")
 
 PATH = "/$servicebus/websocket"
 SUBPROTOCOL = "AMQPWSB10"
+SUBPROTOCOLS = (SUBPROTOCOL, "amqp")  # the answer names the first of the client's that is served
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_REQUEST = 16 * 1024
 SEND_CHUNK = 64 * 1024
@@ -181,8 +183,10 @@ class WebSocketStream(Layer):
         if path != PATH:
             self._answer("404 Not Found", f"AMQP over WebSockets is served at {PATH}, not {path or '/'}.")
         protocols = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",")]
-        if SUBPROTOCOL not in protocols:
-            self._answer("400 Bad Request", f"The WebSocket subprotocol must be {SUBPROTOCOL}.")
+        served = [p for p in protocols if p in SUBPROTOCOLS]
+        if not served:
+            self._answer("400 Bad Request",
+                         f"The WebSocket subprotocol must be one of {', '.join(SUBPROTOCOLS)}.")
         key = headers.get("sec-websocket-key", "")
         try:
             valid_key = len(base64.b64decode(key, validate=True)) == 16
@@ -192,7 +196,7 @@ class WebSocketStream(Layer):
             self._answer("400 Bad Request", "WebSocket version 13 and a 16-byte key are needed.")
         self._backlog += (f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                           f"Sec-WebSocket-Accept: {accept_key(key)}\r\n"
-                          f"Sec-WebSocket-Protocol: {SUBPROTOCOL}\r\n\r\n").encode("ascii")
+                          f"Sec-WebSocket-Protocol: {served[0]}\r\n\r\n").encode("ascii")
         self._upgraded = True
         return True
 

@@ -1,0 +1,48 @@
+"""Sessions with the official Go SDK (go/sessions.go, one run)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from go_runner import run_go
+from test_js_sessions import TOPOLOGY
+
+
+@pytest.fixture(scope="module")
+def go(serve) -> dict[str, Any]:
+    return run_go("sessions", serve(TOPOLOGY)["compat"])
+
+
+def test_a_named_session_keeps_order_state_and_its_lock(go) -> None:
+    named = go["named"]
+    assert named["sessionId"] == "A"
+    assert named["bodies"] == ["a1", "a2", "a3"] and named["sessionIds"] == ["A", "A", "A"]
+    assert named["initialState"] is None and named["state"] == '{"step":2}' and named["clearedState"] is None
+    # the lock the attach reports (com.microsoft:locked-until-utc, .NET ticks) and the renewed one
+    locked, renewed = (dt.datetime.fromisoformat(named[k]) for k in ("lockedUntil", "renewedUntil"))
+    assert locked > dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    assert renewed > locked
+    assert named["peekedB"] == ["b1"]
+
+
+def test_the_sessions_a_queue_lists(go) -> None:
+    assert sorted(go["named"]["listed"]) == ["A", "B"]  # sessions with state or messages
+
+
+def test_session_refusals(go) -> None:
+    taken = go["named"]["taken"]  # the SDK has no code of its own for it: the AMQP condition shows
+    assert taken["condition"] == "com.microsoft:session-cannot-be-locked", taken
+    refused = go["named"]["refused"]  # a message without a session id to a session queue
+    assert "SessionId" in refused["message"] and refused["condition"] == "amqp:not-allowed", refused
+
+
+def test_next_available_sessions_then_a_timeout_when_none_is_left(go) -> None:
+    assert go["next"]["got"] == {"X": ["x1", "x2"], "Y": ["y1"]}
+    *timed_out, answered = go["next"]["tries"]  # the broker's answer ends the tries
+    assert all("deadline exceeded" in t["error"]["message"] for t in timed_out), timed_out
+    # the SDK's error wraps the AMQP one without exposing it: its text names the condition
+    none = answered["error"]
+    assert none["code"] == "timeout" and "com.microsoft:timeout" in none["message"], none
+    assert 3000 < answered["ms"] < 4000  # the client's timeout (4 s less jitter), not the broker's minute
