@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-size-mb", type=int, metavar="MB",
                        help="size quota of each namespace, all entities together (default 409600, "
                             "Service Bus Standard's 400 GB); sends beyond it are refused")
-    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
 
 
