@@ -6,10 +6,10 @@ import argparse
 import os
 import sys
 
-from azure.core.exceptions import AzureError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from patterns import federation, recipes
+from patterns.admin_errors import NamespaceFailed
 from patterns.apply import apply_topology
 from patterns.building import connection_setting
 from topology import Topology, TopologyError, dump, load
@@ -121,9 +121,8 @@ def main(argv: list[str]) -> int:
     except ValueError as err:
         print(f"sbfed topology {args.action}: {err}", file=sys.stderr)
         return 2
-    except AzureError as err:
-        print(f"sbfed topology {args.action}: the namespace refused or could not be reached: {err}",
-              file=sys.stderr)
+    except NamespaceFailed as err:
+        print(f"sbfed topology {args.action}: {err}", file=sys.stderr)
         return 1
 
 
