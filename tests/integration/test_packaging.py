@@ -76,8 +76,10 @@ def test_the_wheel_holds_what_sbfed_needs_at_run_time(wheel: Path) -> None:
         host_json = archive.read("replicators/host/app_host.json")
         metadata = Parser().parsestr(archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
                                      .decode())
-    assert {"sbfed/cli.py", "sbfed/testing.py", "function_app.py", "local_broker/console/static/console.js",
-            "local_broker/console/static/console.css", "local_broker/rules/grammar.py"} <= names
+    console = ROOT / "local_broker" / "console"
+    static = {str(f.relative_to(ROOT)) for f in (console / "static").iterdir()}
+    assert {"sbfed/cli.py", "sbfed/testing.py", "function_app.py", "local_broker/rules/grammar.py"} <= names
+    assert static and static <= names  # every file the console serves
     assert json.loads(host_json) == json.loads((ROOT / "host.json").read_text())
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/", "infra/"))]
     assert metadata["Requires-Python"] == ">=3.11"
