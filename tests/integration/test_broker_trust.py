@@ -1,6 +1,7 @@
 """`sbfed broker trust` and its undo, against a real broker and the real clients: after it, the Python
-administration client with no `connection_verify` (REQUESTS_CA_BUNDLE=sbfed's bundle) and Node.js
-(NODE_EXTRA_CA_CERTS) trust the broker; after the undo they do not. The system store is a temporary CA
+administration client with no `connection_verify` (REQUESTS_CA_BUNDLE=sbfed's bundle) and the JavaScript
+one (NODE_EXTRA_CA_CERTS) trust the broker with the emulator's strings unchanged; after the undo, the bundle
+and the system store's copy are gone. The system store is a temporary CA
 directory and a stand-in update command here, so nothing outside the test's directory changes."""
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ admin = ServiceBusAdministrationClient.from_connection_string(sys.argv[1])
 print([q.name for q in admin.list_queues()])
 """
 NODE_CHECK = """
-require("https").get(process.argv[1], (res) => { console.log(res.statusCode); process.exit(0); })
-  .on("error", (err) => { console.log(err.code); process.exit(1); });
+const { createRequire } = require("module");
+const sdk = createRequire(process.argv[1])("@azure/service-bus");
+new sdk.ServiceBusAdministrationClient(process.argv[2], { retryOptions: { maxRetries: 0 } })
+  .getNamespaceProperties()
+  .then((properties) => console.log(properties.name), (err) => { console.log(err.code || err.name); });
 """
+JS_PROJECT = Path(__file__).resolve().parents[1] / "compat" / "js" / "package.json"  # its node_modules
 
 
 def _sbfed(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -40,11 +45,13 @@ def _admin_lists(connection_string: str, bundle: Path | None) -> subprocess.Comp
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-def _node_gets(url: str, extra_ca: Path | None) -> subprocess.CompletedProcess[str]:
+def _node_admin(connection_string: str, extra_ca: Path | None) -> str:
+    """What the JavaScript SDK's admin client answers: the namespace's name, or its error code."""
     env = {k: v for k, v in os.environ.items() if k != "NODE_EXTRA_CA_CERTS"}
     env |= {"NODE_EXTRA_CA_CERTS": str(extra_ca)} if extra_ca else {}
-    return subprocess.run(["node", "-e", NODE_CHECK, url], env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    run = subprocess.run(["node", "-e", NODE_CHECK, str(JS_PROJECT), connection_string], env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    return run.stdout.strip() or run.stderr
 
 
 @pytest.fixture
@@ -78,17 +85,16 @@ def test_trust_makes_the_admin_clients_work_unchanged_and_undo_takes_it_back(tmp
     after = _admin_lists(broker["admin_connection_string"], bundle)
     assert after.returncode == 0, after.stderr
     assert after.stdout.strip() == "[]"
-    health = f"https://localhost:{broker['admin_port']}/health"
-    node = _node_gets(health, bundle)
-    assert node.stdout.strip() == "200", node.stdout + node.stderr
+    assert _node_admin(broker["emulator_admin_connection_string"], None) == "DEPTH_ZERO_SELF_SIGNED_CERT"
+    assert _node_admin(broker["emulator_admin_connection_string"], bundle) == "sbemulatorns"
 
     updated.unlink()
     undone = _sbfed(tmp_path, "broker", "trust", "--undo", *options)
     assert undone.returncode == 0, undone.stderr
     assert list(ca_dir.glob("sbfed-*")) == [] and updated.exists()
     assert not bundle.exists() and "unset REQUESTS_CA_BUNDLE NODE_EXTRA_CA_CERTS" in undone.stdout
-    node = _node_gets(health, None)
-    assert node.stdout.strip() == "DEPTH_ZERO_SELF_SIGNED_CERT", node.stdout + node.stderr
+    after_undo = _admin_lists(broker["admin_connection_string"], None)
+    assert after_undo.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in after_undo.stderr
 
 
 def test_two_brokers_are_trusted_side_by_side_and_undone_one_at_a_time(tmp_path: Path) -> None:
