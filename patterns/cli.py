@@ -13,6 +13,7 @@ from patterns.admin_errors import NamespaceFailed
 from patterns.apply import apply_topology
 from patterns.building import connection_setting
 from topology import Topology, TopologyError, dump, load
+from topology.problems import did_you_mean
 
 # pattern -> how it reads --namespaces
 PATTERNS = {
@@ -141,8 +142,8 @@ def _apply(args: argparse.Namespace) -> int:
     given = dict(_pair(n, "--namespace", "NAME=CONNECTION_STRING") for n in args.namespace)
     unknown = sorted(set(given) - set(topology.namespaces))
     if unknown:
-        raise ValueError(f"--namespace {', '.join(unknown)}: not in {args.topology} "
-                            f"(it declares {', '.join(topology.namespaces)})")
+        raise ValueError("; ".join(f"--namespace {name}: not in {args.topology}, " + did_you_mean(
+            name, topology.namespaces, f"it declares {', '.join(topology.namespaces)}") for name in unknown))
     verify: str | bool = False if args.insecure else (args.verify or True)
     clients = {name: _client(name, given.get(name), topology, verify) for name in topology.namespaces}
     result = apply_topology(topology, clients, delete_extra=args.delete_extra, dry_run=args.dry_run)
