@@ -25,12 +25,14 @@ import json
 import logging
 import os
 import resource
+import shlex
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from local_broker.endpoints import DEFAULT_PORTS, PortChoice
+from local_broker.tls import CERT_FILE
 from topology import NamespaceSpec, Topology, TopologyError
 from topology.emulator import DEFAULT_NAMESPACE
 
@@ -51,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                                      description="The local Service Bus-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     sub.add_parser("fault", help="inject faults into a running namespace (see `sbfed broker fault --help`)")
+    sub.add_parser("trust", help="trust the broker's certificate for every client on this machine, once "
+                                 "(--undo to stop; see `sbfed broker trust --help`)")
     serve = sub.add_parser(
         "serve", help="host the namespaces of a topology file (or an emulator Config.json)",
         description="With no arguments: the official emulator's equivalent (namespace sbemulatorns, AMQP on "
@@ -98,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-size-mb", type=int, metavar="MB",
                        help="size quota of each namespace, all entities together (default 409600, "
                             "Service Bus Standard's 400 GB); sends beyond it are refused")
-    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
 
 
@@ -117,6 +121,10 @@ def main(argv: list[str]) -> int:
         from local_broker import fault_cli
 
         return fault_cli.main(argv[1:])
+    if argv and argv[0] == "trust":
+        from local_broker import trust
+
+        return trust.main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -127,6 +135,8 @@ def main(argv: list[str]) -> int:
 
     data_dir = None if args.in_memory else (args.data or str(default_data_dir()))
     ports = PortChoice({kind: getattr(args, kind) for kind in DEFAULT_PORTS}, DEFAULT_PORTS)
+    own_cert = Path(data_dir, CERT_FILE) if data_dir and not args.tls_cert else None
+    cert_before = own_cert.read_bytes() if own_cert and own_cert.is_file() else None
     try:
         server = BrokerServer(args.topology or emulator_topology(), data_dir=data_dir,
                               in_memory=args.in_memory, host=args.host, synchronous=args.sync.upper(),
@@ -168,6 +178,10 @@ def main(argv: list[str]) -> int:
                   f"  console (one-time login link): {entry['console_url']}", flush=True)
     if not args.print_json:
         print(f"data: {data_dir or 'in memory'}", flush=True)
+        if own_cert and own_cert.read_bytes() != cert_before:
+            print(f"new certificate {own_cert}: trust it once for every client on this machine with `"
+                  + shlex.join(["sbfed", "broker", "trust", *(["--data", data_dir] if args.data else [])])
+                  + "` (undo: add --undo)", flush=True)
     if args.ready_file:
         temporary = args.ready_file + ".tmp"
         with open(temporary, "w", encoding="utf-8") as handle:

@@ -17,6 +17,7 @@ signed by the given policy, which needs the Manage right. `--cert` is the broker
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import ssl
 import sys
@@ -35,25 +36,33 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sbfed broker fault", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--admin", required=True, help="management endpoint, e.g. https://127.0.0.1:5300")
-    parser.add_argument("--key-name", default=DEFAULT_POLICY_NAME, help="SAS policy with the Manage right")
+    parser.add_argument("--key-name", default=DEFAULT_POLICY_NAME,
+                        help="SAS policy with the Manage right (default: %(default)s)")
     parser.add_argument("--key", required=True, help="the policy's key")
     parser.add_argument("--cert", help="the broker's certificate (PEM) to trust for https")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("show", help="print the fault state")
-    down = actions.add_parser("down", help="take the namespace down")
+    action = functools.partial(_action, actions)
+    action("show", "print the fault state")
+    down = action("down", "take the namespace down")
     down.add_argument("--mode", choices=("refuse", "drop"), default="drop",
-                      help="refuse new connections only, or also drop open ones (default)")
-    actions.add_parser("up", help="bring the namespace back up")
-    latency = actions.add_parser("latency", help="add latency to every response")
+                      help="refuse new connections only, or also drop open ones (default: %(default)s)")
+    action("up", "bring the namespace back up")
+    latency = action("latency", "add latency to every response")
     latency.add_argument("ms", type=int, help="milliseconds (0 removes it)")
-    partition = actions.add_parser("partition", help="take a partition down or back up")
-    partition.add_argument("entity")
-    partition.add_argument("partition_id", type=int)
-    partition.add_argument("state", choices=("down", "up"))
-    status = actions.add_parser("status", help="read or set an entity's status")
+    partition = action("partition", "take a partition of a partitioned entity down or back up")
+    partition.add_argument("entity", help="the partitioned queue or topic")
+    partition.add_argument("partition_id", type=int, help="the partition's number (0-based)")
+    partition.add_argument("state", choices=("down", "up"),
+                           help="down: sends pinned to it fail as server-busy, others go elsewhere; up: back")
+    status = action("status", "read or set an entity's status")
     status.add_argument("entity", help="queue, topic or TOPIC/subscriptions/SUB")
     status.add_argument("status", nargs="?", help="Active, Disabled, SendDisabled or ReceiveDisabled")
     return parser
+
+
+def _action(actions: argparse._SubParsersAction, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does (the summary, as its description too)."""
+    return actions.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
 
 
 def _request(args: argparse.Namespace) -> tuple[str, str, dict[str, object] | None]:

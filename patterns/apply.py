@@ -9,9 +9,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
+from patterns.admin_errors import NamespaceFailed
 from patterns.diff import Change, NamespaceState, action_key, filter_key, plan, sdk_action, sdk_filter
 from topology import NamespaceSpec, Topology
 from topology.durations import format_duration
@@ -96,11 +97,16 @@ def apply_topology(
     report: Callable[[str], None] = print,
 ) -> ApplyResult:
     """Plan every namespace first; if an immutable property differs anywhere, change nothing (the plan
-    says what to delete by hand). Print the plan, then carry it out namespace by namespace."""
+    says what to delete by hand). Print the plan, then carry it out namespace by namespace. A namespace that
+    refuses or cannot be reached raises NamespaceFailed, naming it (and the change it was making)."""
     result = ApplyResult()
     for name, client in clients.items():
-        result.changes[name] = plan(topology.namespaces[name], read_state(client, topology.namespaces[name]),
-                                    delete_extra=delete_extra)
+        try:
+            state = read_state(client, topology.namespaces[name])
+        except AzureError as err:
+            raise NamespaceFailed(name, client.fully_qualified_namespace, err,
+                                  "reading its entities") from err
+        result.changes[name] = plan(topology.namespaces[name], state, delete_extra=delete_extra)
     for name, changes in result.changes.items():
         report(f"namespace {name}: {summary(changes)}")
         for change in changes:
@@ -109,7 +115,11 @@ def apply_topology(
         return result
     for name, changes in result.changes.items():
         for change in changes:
-            execute(clients[name], change)
+            try:
+                execute(clients[name], change)
+            except AzureError as err:
+                raise NamespaceFailed(name, clients[name].fully_qualified_namespace, err,
+                                      describe(change)) from err
     return result
 
 

@@ -6,13 +6,14 @@ import argparse
 import os
 import sys
 
-from azure.core.exceptions import AzureError
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from patterns import federation, recipes
+from patterns.admin_errors import NamespaceFailed
 from patterns.apply import apply_topology
 from patterns.building import connection_setting
 from topology import Topology, TopologyError, dump, load
+from topology.problems import did_you_mean
 
 # pattern -> how it reads --namespaces
 PATTERNS = {
@@ -69,7 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sbfed topology", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True, metavar="<action>")
 
-    apply = sub.add_parser("apply", help="create or update entities and rules to match a topology file")
+    apply = sub.add_parser(
+        "apply", help="create or update entities and rules to match a topology file",
+        description="Create what is missing and update what differs in each namespace of the topology file, "
+                    "through the administration client (HTTPS); print every difference. Nothing is deleted "
+                    "unless --delete-extra; applying the same file twice changes nothing.")
     apply.add_argument("--topology", required=True, help="topology file (YAML or JSON)")
     apply.add_argument("--namespace", action="append", default=[], metavar="NAME=CONNECTION_STRING",
                        help="connection string of a namespace (default: the environment variable named "
@@ -82,15 +87,23 @@ def _parser() -> argparse.ArgumentParser:
                        help="delete entities and rules the topology does not declare")
     apply.add_argument("--dry-run", action="store_true", help="print the difference, change nothing")
 
-    generate = sub.add_parser("generate", help="write the topology of a federation pattern")
+    generate = sub.add_parser(
+        "generate", help="write the topology of a federation pattern",
+        description="Write the topology file of a federation pattern or recipe: its namespaces, entities, "
+                    "rules and replication tasks, ready for `sbfed broker serve`, `topology apply`, "
+                    "`functions run` and `infra params` (docs/patterns.md).")
     generate.add_argument("pattern", choices=sorted(PATTERNS),
                           help="; ".join(f"{name}: {how}" for name, how in PATTERNS.items()))
-    generate.add_argument("--namespaces", default="primary,secondary", help="comma-separated namespace names")
+    generate.add_argument("--namespaces", default="primary,secondary",
+                          help="comma-separated namespace names (default %(default)s)")
     generate.add_argument("--entity", help="topic (spillover: queue or topic) name; default events (work)")
-    generate.add_argument("--ttl", default="PT2M", help="active-passive: TTL of the replicas (ISO 8601)")
-    generate.add_argument("--deadline", default="PT5M", help="spillover: processing deadline (ISO 8601)")
+    generate.add_argument("--ttl", default="PT2M",
+                          help="active-passive: TTL of the replicas, ISO 8601 (default %(default)s)")
+    generate.add_argument("--deadline", default="PT5M",
+                          help="spillover: processing deadline, ISO 8601 (default %(default)s)")
     generate.add_argument("--over", choices=("queue", "subscription"), default="queue",
-                          help="spillover: a queue per namespace, or a topic's consumer subscription")
+                          help="spillover: a queue per namespace, or a topic's consumer subscription "
+                               "(default %(default)s)")
     generate.add_argument("--transform", help="consolidation/editing: module:function applied to each copy")
     generate.add_argument("--route", action="append", default=[], metavar="NAMESPACE=SQL",
                           help="routing: a target namespace and the SQL filter that selects its messages")
@@ -109,9 +122,8 @@ def main(argv: list[str]) -> int:
     except ValueError as err:
         print(f"sbfed topology {args.action}: {err}", file=sys.stderr)
         return 2
-    except AzureError as err:
-        print(f"sbfed topology {args.action}: the namespace refused or could not be reached: {err}",
-              file=sys.stderr)
+    except NamespaceFailed as err:
+        print(f"sbfed topology {args.action}: {err}", file=sys.stderr)
         return 1
 
 
@@ -130,8 +142,8 @@ def _apply(args: argparse.Namespace) -> int:
     given = dict(_pair(n, "--namespace", "NAME=CONNECTION_STRING") for n in args.namespace)
     unknown = sorted(set(given) - set(topology.namespaces))
     if unknown:
-        raise ValueError(f"--namespace {', '.join(unknown)}: not in {args.topology} "
-                            f"(it declares {', '.join(topology.namespaces)})")
+        raise ValueError("; ".join(f"--namespace {name}: not in {args.topology}, " + did_you_mean(
+            name, topology.namespaces, f"it declares {', '.join(topology.namespaces)}") for name in unknown))
     verify: str | bool = False if args.insecure else (args.verify or True)
     clients = {name: _client(name, given.get(name), topology, verify) for name in topology.namespaces}
     result = apply_topology(topology, clients, delete_extra=args.delete_extra, dry_run=args.dry_run)

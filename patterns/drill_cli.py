@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 1)[1],
     )
-    p.add_argument("pattern", choices=sorted(SCENARIOS))
+    p.add_argument("pattern", choices=sorted(SCENARIOS),
+                   help="the pattern or recipe to drill: " + ", ".join(sorted(SCENARIOS)))
     p.add_argument(
         "--messages", type=int, default=DEFAULTS.messages, help="messages to send (default %(default)s)"
     )
@@ -83,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
         "--settle-timeout",
         type=float,
         default=DEFAULTS.settle_timeout,
-        help="seconds to wait after the last send for every message to be handled",
+        help="seconds to wait after the last send for every message to be handled (default %(default)s)",
     )
     broker = p.add_mutually_exclusive_group()
     broker.add_argument(

@@ -46,15 +46,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Render the ARM parameters of infra/main.bicep (namespaces, entities, rules, role "
                     "assignments, connection settings) from the topology file.")
     params.add_argument("--topology", default=env("SBFED_TOPOLOGY_FILE"),
-                        help="topology file (env SBFED_TOPOLOGY_FILE)")
-    params.add_argument("--out", default="infra/main.parameters.json", help="parameters file to write")
+                        help="topology file (default: $SBFED_TOPOLOGY_FILE)")
+    params.add_argument("--out", default="infra/main.parameters.json",
+                        help="parameters file to write (default: %(default)s)")
     params.add_argument("--location-map", default=env("SBFED_LOCATION_MAP", ""),
                         help="Azure region per namespace: primary=westeurope,secondary=northeurope "
-                             "(env SBFED_LOCATION_MAP)")
+                             "(default: $SBFED_LOCATION_MAP)")
     params.add_argument("--hosting", choices=HOSTINGS, default=env("SBFED_HOSTING", "flex"),
-                        help="Function App plan: Flex Consumption or Elastic Premium (env SBFED_HOSTING)")
+                        help="Function App plan: Flex Consumption or Elastic Premium "
+                             "(default: $SBFED_HOSTING, else flex)")
     params.add_argument("--sku", choices=SKUS, default=env("SBFED_SKU", "Standard"),
-                        help="Service Bus tier of every namespace (env SBFED_SKU)")
+                        help="Service Bus tier of every namespace (default: $SBFED_SKU, else Standard)")
     params.add_argument("--name-prefix", default="${AZURE_ENV_NAME}",
                         help="resource group and name seed; default: the azd environment name")
     params.add_argument("--app-location", default="${AZURE_LOCATION}",
@@ -62,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     params.add_argument("--operator-principal-id", default="${AZURE_PRINCIPAL_ID}",
                         help="Entra object id given read access to the audit logs; '' for none; "
                              "default: the signed-in azd user")
-    params.add_argument("--app-root", default=".", help="the folder deployed as the Function App")
+    params.add_argument("--app-root", default=".",
+                        help="the folder deployed as the Function App (default: %(default)s)")
     return parser
 
 

@@ -22,7 +22,12 @@ TOPOLOGY_SETTING = "SBFED_TOPOLOGY"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sbfed functions", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
-    run = sub.add_parser("run", help="run the app's Service Bus-triggered functions with SDK receivers")
+    summary = "run the app's Service Bus-triggered functions with SDK receivers"
+    run = sub.add_parser(
+        "run", help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}, against any namespace: the connection settings "
+                    "come from local.settings.json or the environment, host.json sets prefetch, concurrency, "
+                    "batch size and lock renewal; prints throughput and lag until Ctrl+C.")
     run.add_argument(
         "--app", default="function_app.py", help="the Functions app script (default: %(default)s)"
     )
@@ -30,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host-json", help="host.json (default: next to the app)")
     run.add_argument("--topology", help=f"topology file for the app (sets {TOPOLOGY_SETTING})")
     run.add_argument("--only", action="append", metavar="FUNCTION", help="run only these functions")
-    run.add_argument("--stats-interval", type=float, default=5.0, help="seconds between reports")
+    run.add_argument("--stats-interval", type=float, default=5.0,
+                     help="seconds between reports (default %(default)s)")
     run.add_argument("-v", "--verbose", action="store_true", help="log every retry and settlement problem")
     return parser
 

@@ -19,8 +19,10 @@ import topology
 from replicators.copy import CopyOptions
 from replicators.message import Replica
 from topology.durations import parse_duration
+from topology.problems import unknown_key
 
 TASK_KINDS = ("replicate", "audit")
+OPTION_NAMES = ("ttl", "marker", "transform", "batch_size", "concurrency")
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
 FUNCTION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,126}$")
 DEFAULT_MAX_DELIVERY_COUNT = 10
@@ -196,9 +198,10 @@ def _facts(
 
 
 def _options(raw: Mapping[str, Any], where: str) -> TaskOptions:
-    unknown = set(raw) - {"ttl", "marker", "transform", "batch_size", "concurrency"}
+    unknown = set(raw) - set(OPTION_NAMES)
     if unknown:
-        raise TaskConfigError(f"{where}: unknown options {', '.join(sorted(unknown))}")
+        raise TaskConfigError("; ".join(f"{where} options.{key}: {unknown_key(key, OPTION_NAMES, 'option')}"
+                                        for key in sorted(unknown, key=str)))
     try:
         ttl = parse_duration(raw["ttl"]) if raw.get("ttl") else None
     except ValueError as exc:

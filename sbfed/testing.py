@@ -15,12 +15,15 @@ What it hosts: the topology file given by `--sbfed-topology FILE` (or the `sbfed
 sbfed format or the emulator's Config.json), else one namespace `sbemulatorns`; plus the entities each test
 declares with `@pytest.mark.sbfed_topology({...})` (a namespace's `queues`/`topics`, as in the topology
 file), all merged into the first namespace before the broker starts. An invalid topology stops the session
-with its problems, one line each.
+after collection, before any test runs, with its problems, one line each, naming the file or the test
+module/class/function whose marker has them.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -37,6 +40,9 @@ import topology
 from topology.emulator import DEFAULT_NAMESPACE
 
 MARKER = "sbfed_topology"
+FIXTURES = frozenset({"sbfed_broker", "servicebus_connection_string"})
+DOCUMENT = pytest.StashKey[dict]()
+INLINE_COMMENT = re.compile(r"\s+[#;].*$")
 READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 
@@ -97,25 +103,80 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _topology_file(config: pytest.Config) -> Path | None:
-    given = config.getoption("--sbfed-topology") or config.getini(MARKER)
+    """The --sbfed-topology option, else the ini value without an inline comment (`Config.json  # optional`:
+    ini files written for other tools put comments there, and pytest keeps them in the value)."""
+    given = config.getoption("--sbfed-topology") or INLINE_COMMENT.sub("", config.getini(MARKER)).strip()
     return Path(config.rootpath, given) if given else None
 
 
-def _document(session: pytest.Session) -> dict[str, Any]:
-    """The topology the session needs: the file's (or the default namespace), plus every test's marker."""
-    path = _topology_file(session.config)
-    document = topology.load(path).to_dict() if path else {"namespaces": {DEFAULT_NAMESPACE: {}}}
-    first = next(iter(document["namespaces"].values()))
-    for item in session.items:
-        for mark in item.iter_markers(MARKER):
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """Check the session's topology once everything is collected, so an invalid one stops the session with
+    its problems, one line each, before any test runs (rather than each test erroring in the fixture)."""
+    if any(FIXTURES & set(getattr(item, "fixturenames", ())) for item in items):
+        config.stash[DOCUMENT] = _document(config, items)
+
+
+def _document(config: pytest.Config, items: list[pytest.Item]) -> dict[str, Any]:
+    """The topology the session needs: the file's (or the default namespace), plus every marker's entities
+    merged into its first namespace; validated, each problem naming the file, or the test module, class
+    or function whose marker has it."""
+    from local_broker.topology import check_sql
+
+    topology.add_check(check_sql)
+    try:
+        path = _topology_file(config)
+        document = topology.load(path).to_dict() if path else {"namespaces": {DEFAULT_NAMESPACE: {}}}
+        declared = _declarations(items)
+        merged = _merged(document, declared)
+        try:
+            topology.parse(merged, f"{MARKER} markers")
+        except topology.TopologyError as problems:
+            raise _per_declaration(document, declared) or problems from None
+    except topology.TopologyError as problems:
+        raise pytest.UsageError(str(problems)) from None
+    return merged
+
+
+def _declarations(items: list[pytest.Item]) -> list[tuple[str, dict[str, Any]]]:
+    """(node id, entities) of each marker, by the node that carries it (a module's `pytestmark` once)."""
+    seen: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
+    for item in items:
+        for node, mark in item.iter_markers_with_node(MARKER):
             entities = mark.args[0] if mark.args else mark.kwargs
-            for kind, declared in entities.items():
-                merged = first.setdefault(kind, {})
-                for name, body in (declared or {}).items():
-                    if merged.setdefault(name, body) != body:
-                        raise pytest.UsageError(f"{item.nodeid}: {MARKER} declares {kind} '{name}' "
-                                                "differently from another test")
-    return document
+            seen.setdefault((node.nodeid, id(mark)), (node.nodeid, entities))
+    return list(seen.values())
+
+
+def _merged(document: dict[str, Any], declared: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    merged = copy.deepcopy(document)
+    first = next(iter(merged["namespaces"].values()))
+    for where, entities in declared:
+        if not isinstance(entities, dict):
+            raise topology.TopologyError(f"{where}: {MARKER}: {entities!r} is not a mapping, allowed: "
+                                         "{'queues': {...}, 'topics': {...}}")
+        for kind, by_name in entities.items():
+            into = first.setdefault(kind, {})
+            for name, body in (by_name or {}).items():
+                if into.setdefault(name, body) != body:
+                    raise topology.TopologyError(f"{where}: {MARKER} declares {kind} '{name}' differently "
+                                                 "from another test")
+    return merged
+
+
+def _per_declaration(document: dict[str, Any], declared: list[tuple[str, dict[str, Any]]]
+                     ) -> topology.TopologyError | None:
+    """The problems of each marker on its own (with the file's entities), named by its node; None when
+    each is valid alone and only their combination is not."""
+    lines: list[str] = []
+    for where, entities in declared:
+        alone = _merged(document, [(where, entities)])
+        try:
+            topology.parse(alone, where)
+        except topology.TopologyError as problems:
+            lines += problems.problems
+    return topology.TopologyError(lines) if lines else None
 
 
 @pytest.fixture(scope="session")
@@ -123,10 +184,9 @@ def sbfed_broker(request: pytest.FixtureRequest) -> Iterator[SbfedBroker]:
     """`sbfed broker serve` for the session (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="sbfed-pytest-") as work:
         path, ready = Path(work, "topology.json"), Path(work, "ready.json")
-        try:
-            path.write_text(json.dumps(_document(request.session)), encoding="utf-8")
-        except topology.TopologyError as problems:
-            raise pytest.UsageError(str(problems)) from None
+        document = request.config.stash.get(DOCUMENT, None) or _document(request.config,
+                                                                         request.session.items)
+        path.write_text(json.dumps(document), encoding="utf-8")
         with Path(work, "broker.log").open("w", encoding="utf-8") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "sbfed.cli", "broker", "serve", "--topology", str(path), "--in-memory",

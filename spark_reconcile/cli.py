@@ -40,9 +40,11 @@ def parser() -> argparse.ArgumentParser:
                         "message processed once across all regions (default: replica)")
     p.add_argument("--source", help="replica mode: the tag of the source log (default: the first --log)")
     p.add_argument("--expected-event", choices=("enqueued", "sent"), default="enqueued",
-                   help="which records define the expected messages in replica and exactly-once modes")
+                   help="which records define the expected messages in replica and exactly-once modes "
+                        "(default: %(default)s)")
     p.add_argument("--out", required=True, help="output directory (any path Spark writes)")
-    p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect per log)")
+    p.add_argument("--format", choices=FORMATS, default="auto",
+                   help="input format (default: auto, detect per log)")
     p.add_argument("--from", dest="start", type=parse_utc, metavar="TIME",
                    help="window start, ISO 8601 (no offset means UTC), inclusive")
     p.add_argument("--to", dest="end", type=parse_utc, metavar="TIME", help="window end, exclusive")

@@ -19,6 +19,7 @@ from topology.problems import (
     check_entity_name,
     check_segment_name,
     checked_properties,
+    did_you_mean,
     unknown_key,
 )
 from topology.schema import (
@@ -44,8 +45,9 @@ def read(document: dict[str, Any], problems: Problems) -> Topology:
         topology.namespaces[str(name)] = _namespace(str(name), body, problems)
     for setting, namespace in _mapping(document.get("connections"), "", "connections", problems).items():
         if namespace not in topology.namespaces:
-            problems.add(f"connections/{setting}", "", f"namespace {namespace!r} is not declared, allowed: "
-                         f"{', '.join(topology.namespaces)}")
+            problems.add(f"connections/{setting}", "", f"namespace {namespace!r} is not declared, " +
+                         did_you_mean(namespace, topology.namespaces,
+                                      f"allowed: {', '.join(topology.namespaces)}"))
         topology.connections[str(setting)] = str(namespace)
     tasks = document.get("tasks") or []
     if not isinstance(tasks, list) or not all(isinstance(t, dict) and t.get("name") for t in tasks):

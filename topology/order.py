@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from topology.emulator import pascal
 from topology.model import NamespaceSpec, TopicSpec, Topology
-from topology.problems import Problems
+from topology.problems import Problems, did_you_mean
 from topology.schema import FORWARDING
 
 
@@ -31,6 +31,9 @@ def check(topology: Topology, problems: Problems) -> None:
     for ns in topology.namespaces.values():
         _unique_names(ns, problems, "Name" if topology.emulator else "name")
         _forwarding(ns, problems, spell)
+    for index, task in enumerate(topology.tasks):
+        for side in ("source", "target"):
+            _task_entities(topology, task, index, side, problems)
 
 
 def creation_order(ns: NamespaceSpec) -> list[Creation]:
@@ -88,7 +91,8 @@ def _unique(items: list, where: str, problems: Problems, name: str) -> None:
 
 
 def _forwarding(ns: NamespaceSpec, problems: Problems, spell) -> None:
-    declared = {e.name.lower() for e in [*ns.queues, *ns.topics]}
+    names = [e.name for e in [*ns.queues, *ns.topics]]
+    declared = {name.lower() for name in names}
     sources: list[tuple[str, dict[str, object]]] = [(q.name, q.properties) for q in ns.queues]
     sources += [(f"{t.name}/{s.name}", s.properties) for t in ns.topics for s in t.subscriptions]
     for path, props in sources:
@@ -96,8 +100,38 @@ def _forwarding(ns: NamespaceSpec, problems: Problems, spell) -> None:
             target = props.get(key)
             if isinstance(target, str) and target and target.lower() not in declared:
                 problems.add(f"{ns.name}/{path}", spell(key), f"'{target}' is not declared in namespace "
-                             f"{ns.name}, allowed: a queue or topic of the same namespace")
+                             f"{ns.name}, " + did_you_mean(target, names, "allowed: a queue or topic of the "
+                                                                          "same namespace"))
     _cycles(ns, problems, spell)
+
+
+def _task_entities(topology: Topology, task: dict, index: int, side: str, problems: Problems) -> None:
+    """A task's source or target names entities of the namespace its connection setting points at (a
+    setting the file does not map is resolved by the Functions app; nothing to check here)."""
+    end = task.get(side)
+    if not isinstance(end, dict):
+        return
+    ns = topology.namespaces.get(topology.connections.get(str(end.get("connection")), ""))
+    if ns is None:
+        return
+    where = f"tasks/{task.get('name', index)}/{side}"
+    queue, topic, subscription = end.get("queue"), end.get("topic"), end.get("subscription")
+    if isinstance(queue, str) and ns.queue(queue) is None:
+        problems.add(where, "queue", _undeclared("queue", queue, ns, [q.name for q in ns.queues]))
+    if not isinstance(topic, str):
+        return
+    declared = ns.topic(topic)
+    if declared is None:
+        problems.add(where, "topic", _undeclared("topic", topic, ns, [t.name for t in ns.topics]))
+    elif side == "source" and isinstance(subscription, str) and not any(s.name.lower() == subscription.lower()
+                                                   for s in declared.subscriptions):
+        problems.add(where, "subscription", _undeclared(f"subscription of {declared.name}", subscription, ns,
+                                                        [s.name for s in declared.subscriptions]))
+
+
+def _undeclared(kind: str, name: str, ns: NamespaceSpec, names: list[str]) -> str:
+    return f"'{name}' is not declared in namespace {ns.name}, " + did_you_mean(
+        name, names, f"allowed: a {kind} the file declares there ({', '.join(names) or 'none'})")
 
 
 def _cycles(ns: NamespaceSpec, problems: Problems, spell) -> None:

@@ -37,6 +37,14 @@ def unknown_key(key: Any, allowed: Iterable[str], what: str = "property") -> str
     return f"unknown {what}, allowed: {', '.join(allowed)}"
 
 
+def did_you_mean(name: Any, declared: Iterable[str], otherwise: str) -> str:
+    """`did you mean orders?` when a declared name is close to a mistyped reference (case does not count,
+    as in Service Bus names), else `otherwise` (what is allowed)."""
+    by_lower = {str(d).lower(): str(d) for d in declared}
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"did you mean {by_lower[close[0]]}?" if close else otherwise
+
+
 def checked_properties(table: Mapping[str, Property], values: Mapping[Any, Any], where: str,
                        problems: Problems, spelling: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Properties by the schema's names, each value checked; `spelling` maps the names the file writes to

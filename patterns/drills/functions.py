@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 
 from patterns.drills.processes import ProcessStartError, SbfedProcess
@@ -22,6 +23,12 @@ def function_app_path() -> Path:
     return Path(spec.origin)
 
 
+def host_json_path() -> Path:
+    """The app's host.json, packaged as replicators/host/app_host.json (a link to it in the repository): a
+    wheel has no place for it beside the installed function_app.py."""
+    return Path(str(resources.files("replicators.host") / "app_host.json"))
+
+
 class FunctionsHostProcess:
     """`sbfed functions run --topology FILE` with the connection settings and the audit sink in its
     environment; stopped with SIGTERM, which lets in-flight batches finish and settle."""
@@ -31,7 +38,8 @@ class FunctionsHostProcess:
         self.log_path = log_path
         self._process = SbfedProcess(
             "`sbfed functions run`",
-            ["functions", "run", "--app", str(function_app_path()), "--topology", str(topology_path),
+            ["functions", "run", "--app", str(function_app_path()), "--host-json", str(host_json_path()),
+             "--topology", str(topology_path),
              "--stats-interval", str(stats_interval), "-v"],
             log_path, settings)
 

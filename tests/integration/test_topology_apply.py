@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -197,3 +198,48 @@ def receive_all(connection_string, *, expected, timeout=60.0):
             if not batch and len(ids) >= expected:
                 break
     return ids
+
+
+def _apply_to_primary(broker, tmp_path, capsys, connection_string, *extra):
+    path = tmp_path / "topology.yaml"
+    path.write_text("namespaces:\n  primary:\n    queues:\n      orders: {}\n")
+    code = main(["apply", "--topology", str(path), "--namespace", f"primary={connection_string}", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_a_wrong_key_is_one_line_naming_the_namespace(broker, tmp_path, capsys):
+    ns = broker.namespaces["primary"]
+    wrong = ns.admin_connection_string.replace("SharedAccessKey=", "SharedAccessKey=wrong")
+    code, output = _apply_to_primary(broker, tmp_path, capsys, wrong, "--verify", broker.cert_path)
+    assert code == 1
+    assert output.strip().splitlines() == [
+        f"sbfed topology apply: namespace 'primary' (127.0.0.1:{ns.admin_port}): reading its entities: 401 "
+        "Unauthorized: InvalidSignature: the token has an invalid signature; check the connection string's "
+        "SharedAccessKeyName and SharedAccessKey"]
+
+
+def test_an_untrusted_certificate_hints_at_verify(broker, tmp_path, capsys):
+    ns = broker.namespaces["secondary"]
+    code, output = _apply_to_primary(broker, tmp_path, capsys, ns.admin_connection_string)
+    [line] = output.strip().splitlines()
+    assert code == 1
+    assert line.startswith(f"sbfed topology apply: namespace 'primary' (127.0.0.1:{ns.admin_port}): "
+                           "reading its entities: the server's certificate is not trusted (certificate "
+                           "verify failed: self-signed certificate): pass the CA or server certificate with "
+                           "--verify CERT")
+    assert "sbfed broker trust" in line
+
+
+def test_an_unreachable_namespace_is_named(broker, tmp_path, capsys):
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        unused_tcp_port = probe.getsockname()[1]
+    ns = broker.namespaces["primary"]
+    gone = ns.admin_connection_string.replace(f":{ns.admin_port}", f":{unused_tcp_port}")
+    code, output = _apply_to_primary(broker, tmp_path, capsys, gone, "--verify", broker.cert_path)
+    [line] = output.strip().splitlines()
+    assert code == 1
+    assert line.startswith(f"sbfed topology apply: namespace 'primary' (127.0.0.1:{unused_tcp_port}): "
+                           "reading its entities: could not be reached: ")
+    assert "Connection refused" in line

@@ -236,13 +236,14 @@ def test_audit_task_needs_only_the_receiver_role() -> None:
 @pytest.mark.parametrize("task,message", [
     ({"source": {"connection": "PRIMARY", "queue": "missing"}, "target": {"connection": "SECONDARY",
                                                                          "queue": "orders"}},
-     "source: queue 'missing' is not declared in namespace 'primary'"),
+     "tasks/t/source: queue: 'missing' is not declared in namespace primary, allowed: a queue the file "
+     "declares there"),
     ({"source": {"connection": "PRIMARY", "topic": "events"}, "target": {"connection": "SECONDARY",
                                                                         "queue": "orders"}},
      "add subscription"),
     ({"source": {"connection": "PRIMARY", "topic": "events", "subscription": "nope"},
       "target": {"connection": "SECONDARY", "queue": "orders"}},
-     "subscription 'events/nope' is not declared"),
+     "tasks/t/source: subscription: 'nope' is not declared in namespace primary, "),
     ({"source": {"connection": "PRIMARY", "queue": "orders"},
       "target": {"connection": "SECONDARY", "topic": "events", "subscription": "x"}},
      "not to a subscription"),

@@ -44,6 +44,8 @@ def test_apply_needs_a_connection_for_every_namespace(tmp_path, capsys, monkeypa
     main(["generate", "active-passive", "--out", str(topology)])
     assert main(["apply", "--topology", str(topology), "--namespace", "tertiary=Endpoint=sb://x/"]) == 2
     assert "--namespace tertiary: not in" in capsys.readouterr().err
+    assert main(["apply", "--topology", str(topology), "--namespace", "primry=Endpoint=sb://x/"]) == 2
+    assert f"--namespace primry: not in {topology}, did you mean primary?" in capsys.readouterr().err
     assert main(["apply", "--topology", str(topology)]) == 2
     assert "pass --namespace primary=<connection string> or set PRIMARY" in capsys.readouterr().err
     amqp = "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=s;UseDevelopmentEmulator=true"

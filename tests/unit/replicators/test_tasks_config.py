@@ -117,7 +117,7 @@ def test_unknown_connection_keeps_the_setting_name_as_namespace():
                 "target": {"connection": "S", "queue": "q"},
                 "options": {"batchsize": 3},
             },
-            "unknown options batchsize",
+            "options.batchsize: unknown option, did you mean batch_size?",
         ),
         (
             {

@@ -115,7 +115,7 @@ EXPECTED = {
         "sbemulatorns/queue.1: ForwardDeadLetteredMessagesTo: 'missing-dlq' is not declared in namespace "
         "sbemulatorns, allowed: a queue or topic of the same namespace",
         "sbemulatorns/topic.1/subscription.1: ForwardTo: 'topic.2' is not declared in namespace "
-        "sbemulatorns, allowed: a queue or topic of the same namespace",
+        "sbemulatorns, did you mean topic.1?",
     ],
 }
 SHAPE = "expected a mapping with `namespaces` (sbfed) or `UserConfig` (emulator Config.json)"
