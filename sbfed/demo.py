@@ -31,9 +31,10 @@ from pathlib import Path
 from azure.core.exceptions import AzureError
 
 from patterns.drills.broker import BrokerProcess
-from patterns.drills.catalog import SCENARIOS
-from patterns.drills.metrics import format_summary
-from patterns.drills.run import DrillResult, DrillSettings, run_drill
+from patterns.drills.catalog import SCENARIOS, drill_settings
+from patterns.drills.drill import DrillSettings
+from patterns.drills.run import DrillResult, run_drill
+from patterns.drills.summary import format_summary
 from sbfed.demo_follow import FollowRun
 from topology.durations import parse_duration
 
@@ -242,8 +243,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     follow: tuple[str, FollowRun] | None = None
     for pattern in patterns:
         print(f"\n== drill: {pattern} ({args.messages} messages, {args.outage:.0f} s outage)", flush=True)
-        settings = DrillSettings(pattern=pattern, out=args.out / pattern, messages=args.messages,
-                                 outage=args.outage)
+        settings = drill_settings(pattern, args.out / pattern, messages=args.messages, outage=args.outage)
         if pattern == patterns[-1]:
             settings = kept_broker(settings, args.out / "console-broker", stack)
         if pattern == followed:

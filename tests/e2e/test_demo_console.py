@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from patterns.drills.run import DrillSettings
+from patterns.drills.catalog import drill_settings
 from sbfed.demo import kept_broker, show_console
 from tests.console_client import ConsoleClient
 
 
 def test_the_kept_broker_serves_the_printed_console_links(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    settings = DrillSettings(pattern="all-active", out=tmp_path / "all-active")
+    settings = drill_settings("all-active", tmp_path / "all-active")
     with contextlib.ExitStack() as stack:
         kept = kept_broker(settings, tmp_path / "console-broker", stack)
         assert kept.broker_file == tmp_path / "console-broker" / "broker-ready.json"
