@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ONE_WAY = ["patterns.drills"]
+ONE_WAY = ["patterns.drills", "spark_reconcile"]
 
 
 def imports(package: str) -> dict[str, set[str]]:
