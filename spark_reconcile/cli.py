@@ -248,15 +248,16 @@ def _follow(spark, settings: Settings, follow: FollowSettings, argv: list[str]) 
               f"{f['expected']} expected, ok {f['ok']}, late {f['late']}, missing {f['missing']}, "
               f"expired {f['expired']}, orphan {f['orphan']}, originals {f['original']}, duplicated keys "
               f"{f['dup_keys']}; open {o['keys']}; state rows {c['state_rows']}")
-    empty = follow_no_data(found)
+    empty = follow_no_data(found) if follow.available_now else []  # a stopped query was cut short
     for reason in empty:
         print(f"  NO DATA: {reason}")
     return EXIT_FAIL if handler.alerted else EXIT_NO_DATA if empty else EXIT_PASS
 
 
 def follow_no_data(statuses: list[dict]) -> list[str]:
-    """Why a continuous run proved nothing (the batch job's `no data`): no micro-batch ran, or a log gave
-    it no usable record."""
+    """Why an --available-now run, which reads every file present, proved nothing (the batch job's `no
+    data`): no micro-batch ran, or a log gave it no usable record. A query stopped by a signal is not
+    judged: it may have been stopped before its first micro-batch ended."""
     if not statuses:
         return ["no micro-batch ran: no log had a file to read"]
     return [f"log {i['tag']}: {'no records' if not i['records_read'] else 'only malformed records'} read"

@@ -74,9 +74,12 @@ def clear_previous(out: Path) -> None:
 
 
 def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = None,
-              cleared: Callable[[], None] | None = None) -> DrillResult:
+              cleared: Callable[[], None] | None = None,
+              ready: Callable[[], None] | None = None) -> DrillResult:
     """Run one drill; every process and client it started is stopped however it ends. `cleared` is called
-    once an earlier drill's output is gone, before anything starts (sbfed demo starts its follow query)."""
+    once an earlier drill's output is gone, before anything starts, and `ready` once the pattern is applied
+    and the Functions host runs, before the clients start (sbfed demo starts its follow query, then waits
+    for it to run)."""
     report = progress or _print
     out = settings.out
     clear_previous(out)
@@ -107,6 +110,8 @@ def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = 
                                     out / "logs" / "functions-host.log")
         stack.callback(host.stop)
         host.start()
+        if ready:
+            ready()
         report(f"{settings.pattern}: Functions host running {len(topology.tasks)} task(s); "
                "starting the clients")
         stack.callback(drill.close)

@@ -151,7 +151,7 @@ def format_summary(summary: dict) -> str:
         f"  nothing fails over; first message processed in {s['down']} {_seconds(back['consumer'])} after "
         "it came back",
         f"  replication lag p50 {lag['p50']} ms, p99 {lag['p99']} ms, max {lag['max']} ms "
-        f"({lag['replicas']} replicas)",
+        f"({lag['replicas']} replicas)" if lag["replicas"] else "  replication lag: no replica seen",
     ]
     d = s["pattern_details"]
     if "duplicates_delivered" in d:
