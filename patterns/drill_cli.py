@@ -22,11 +22,12 @@ from pathlib import Path
 
 from azure.core.exceptions import AzureError
 
-from patterns.drills.catalog import SCENARIOS
-from patterns.drills.metrics import format_summary
-from patterns.drills.run import DrillSettings, run_drill
+from patterns.drills.catalog import SCENARIOS, drill_settings
+from patterns.drills.drill import DrillSettings
+from patterns.drills.run import run_drill
+from patterns.drills.summary import format_summary
 
-DEFAULTS = DrillSettings(pattern="active-passive", out=Path("."))
+DEFAULTS = drill_settings("active-passive", Path("."))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -110,9 +111,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def settings_from(args: argparse.Namespace) -> DrillSettings:
     names = tuple(n.strip() for n in (args.namespaces or "").split(",") if n.strip())
-    return DrillSettings(
-        pattern=args.pattern,
-        out=args.out or Path("demo-output") / args.pattern,
+    return drill_settings(
+        args.pattern,
+        args.out or Path("demo-output") / args.pattern,
         messages=args.messages,
         outage=args.outage,
         warmup=args.warmup,

@@ -31,9 +31,10 @@ from pathlib import Path
 from azure.core.exceptions import AzureError
 
 from patterns.drills.broker import BrokerProcess
-from patterns.drills.catalog import SCENARIOS
-from patterns.drills.metrics import format_summary
-from patterns.drills.run import DrillResult, DrillSettings, run_drill
+from patterns.drills.catalog import SCENARIOS, drill_settings
+from patterns.drills.drill import DrillSettings
+from patterns.drills.run import DrillResult, run_drill
+from patterns.drills.summary import format_summary
 from sbfed.demo_follow import FollowRun
 from topology.durations import parse_duration
 
@@ -53,10 +54,19 @@ class Reconciliation:
     originals: int | None  # replica mode: messages written straight to the target (failover sends)
     report: Path | None
     log: Path
+    reasons: tuple[str, ...] = ()  # why it failed or proved nothing (the summary's failures and no_data)
 
     @property
     def passed(self) -> bool:
         return self.verdict == "pass"
+
+    def line(self) -> str:
+        """What the demo prints for it: the verdict and its counts, or why there are none."""
+        if self.lost is None:
+            return f"{self.mode}: DID NOT RUN, see {self.log}"
+        return (f"{self.mode}: {self.verdict.upper()}, missing {self.lost}, duplicate copies "
+                f"{self.duplicates}, orphans {self.orphans}, originals at the target {self.originals}"
+                + "".join(f"\n    {reason}" for reason in self.reasons))
 
 
 def reconcile_modes(settings: DrillSettings) -> dict[str, list[str]]:
@@ -139,7 +149,8 @@ def _read_reconciliation(pattern: str, mode: str, out: Path, log: Path) -> Recon
         return sum(t[name] for t in totals)
 
     return Reconciliation(pattern, mode, out, summary["verdict"], total("missing"), total("dup_extra"),
-                          total("orphan"), total("original"), out / "report.html", log)
+                          total("orphan"), total("original"), out / "report.html", log,
+                          (*summary["failures"], *summary.get("no_data", ())))
 
 
 @contextlib.contextmanager
@@ -173,7 +184,8 @@ def table(drills: list[DrillResult], reconciliations: list[Reconciliation]) -> s
     lines = [header, "-" * len(header)]
     for result in drills:
         s = result.summary
-        lag = "{p50}/{p99}".format(**s["replication_lag_ms"])
+        lag = "/".join("-" if v is None else f"{v}" for v in (s["replication_lag_ms"]["p50"],
+                                                               s["replication_lag_ms"]["p99"]))
         verdicts = ", ".join(f"{r.mode} {r.verdict.upper()}" for r in reconciliations
                              if r.pattern == s["pattern"])
         lines.append(f"{s['pattern']:<15} {s['sent']:>5} {s['processed']:>9} {s['lost']:>4} "
@@ -194,14 +206,18 @@ def kept_broker(settings: DrillSettings, work_dir: Path, stack: contextlib.ExitS
 
 
 def show_console(ready_file: Path, wait: bool) -> None:
-    """Print the console's one-time login links; wait for Enter when a person is at a terminal."""
+    """At a terminal (and unless `wait` is off), print the console's one-time login links and wait for
+    Enter; otherwise say that the broker stops: links to a broker that is gone help nobody."""
+    if not (wait and sys.stdin.isatty()):
+        print("\nthe last drill's broker stops now (at a terminal, without --no-wait, the demo keeps it up "
+              "and prints its web console links)")
+        return
     namespaces = json.loads(ready_file.read_text(encoding="utf-8"))
     print("\nthe last drill's broker in the web console (one-time login links; docs/console.md):")
     for namespace in namespaces:
         print(f"  {namespace['namespace']}: {namespace['console_url']}")
-    if wait and sys.stdin.isatty():
-        with contextlib.suppress(EOFError, KeyboardInterrupt):
-            input("press Enter to stop the broker and finish ")
+    with contextlib.suppress(EOFError, KeyboardInterrupt):
+        input("press Enter to stop the broker and finish ")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -242,15 +258,16 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     follow: tuple[str, FollowRun] | None = None
     for pattern in patterns:
         print(f"\n== drill: {pattern} ({args.messages} messages, {args.outage:.0f} s outage)", flush=True)
-        settings = DrillSettings(pattern=pattern, out=args.out / pattern, messages=args.messages,
-                                 outage=args.outage)
+        settings = drill_settings(pattern, args.out / pattern, messages=args.messages, outage=args.outage)
         if pattern == patterns[-1]:
             settings = kept_broker(settings, args.out / "console-broker", stack)
         if pattern == followed:
             follow = follow_run(settings)
             stack.callback(follow[1].stop)  # stops it if the drill fails; a no-op once stopped
         try:
-            drills.append(run_drill(settings, cleared=follow[1].start if pattern == followed else None))
+            watched = follow[1] if follow and pattern == followed else None
+            drills.append(run_drill(settings, cleared=watched.start if watched else None,
+                                    ready=watched.wait_until_running if watched else None))
         except (AzureError, OSError, RuntimeError, ValueError) as error:
             print(f"sbfed demo: the {pattern} drill could not run: {error}", file=sys.stderr)
             return 1
@@ -267,8 +284,7 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             print(f"\n== sbfed reconcile: {settings.pattern} ({', '.join(reconcile_modes(settings))}); "
                   f"Spark's output: {log}", flush=True)
             for r in reconcile(settings, log):
-                print(f"  {r.mode}: {r.verdict.upper()}, missing {r.lost}, duplicate copies {r.duplicates}, "
-                      f"orphans {r.orphans}, originals at the target {r.originals}", flush=True)
+                print(f"  {r.line()}", flush=True)
                 reconciliations.append(r)
                 if follow and r.mode == follow[0] and settings.pattern == followed:
                     line, agrees = follow[1].compare(r.lost)

@@ -25,6 +25,7 @@ from pathlib import Path
 TRIGGER = "3s"
 LOOKAHEAD = "15s"  # the demo's grace (10 s) plus reconcile's default skew (5 s): the least --follow takes
 CATCH_UP_S = 90.0  # at most this long after the drill for a micro-batch over its last files
+RUNNING_S = 120.0  # at most this long for the query to run before the drill's clients start
 STOP_S = 60.0
 PREFIX = "[follow]"
 
@@ -107,6 +108,21 @@ class FollowRun:
         self._reader = threading.Thread(target=self._relay, name="follow-output", daemon=True)
         self._reader.start()
 
+    def wait_until_running(self) -> None:
+        """Hold the drill's clients until the query runs (Spark writes its checkpoint's metadata when the
+        query starts): its JVM starts while the broker and the Functions host do, and its micro-batches then
+        keep pace with the drill's traffic instead of beginning as the drill ends."""
+        marker = self.checkpoint / "spark" / "metadata"
+        deadline = time.monotonic() + RUNNING_S
+        while self._running() and not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        waited = f"+{time.monotonic() - self.began:.0f} s"
+        if marker.exists():
+            print(f"{PREFIX} {waited} the query runs; the drill's clients start", flush=True)
+        else:
+            print(f"{PREFIX} {waited} the query is not running yet ({self.log}); the drill goes on",
+                  flush=True)
+
     def _relay(self) -> None:
         """Everything to follow.log; each finished micro-batch (with the counts so far) and any ERROR line
         to the demo's output."""
@@ -175,7 +191,10 @@ class FollowRun:
         if self.final is None:
             return f"follow: {self.outcome}, no final verdict to compare", True
         before = self.at_drill_end.final if self.at_drill_end else 0
-        agrees = batch_missing is None or self.final.missing <= batch_missing
+        if batch_missing is None:
+            return (f"follow: {self.final.line()}; {before} final before the drill ended; the batch job did "
+                    "not run, nothing to compare"), True
+        agrees = self.final.missing <= batch_missing
         verdict = "agrees with the batch job" if agrees else (
             f"DISAGREES: {self.final.missing} missing where the batch job found {batch_missing}")
         return (f"follow: {self.final.line()}; {before} final before the drill ended; batch missing "

@@ -1,12 +1,14 @@
 """`sbfed reconcile` / `spark-submit .../spark_reconcile/__main__.py`: arguments in, exit status out.
 
 Exit status: 0 the run passed, 1 it failed a gate (missing messages above --max-missing, or a target with
-no records at all), 2 bad arguments or unreadable input.
+no records at all), 2 bad arguments or unreadable input (local paths are checked before Spark starts),
+3 no data: a log without records in the window, or nothing expected, so nothing was proven.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from spark_reconcile.config import (
@@ -21,8 +23,9 @@ from spark_reconcile.config import (
     parse_threshold,
     parse_utc,
 )
+from spark_reconcile.listing import InputError, check_local, local_path
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NO_DATA = 0, 1, 2, 3
 
 
 def parser() -> argparse.ArgumentParser:
@@ -152,10 +155,41 @@ def main(argv: list[str]) -> int:
         extra = dict(parse_tagged(text, "--conf") for text in args.conf)
     except ValueError as e:
         p.error(str(e))
+    try:
+        check_inputs(settings, follow is not None, _scheme_less_is_local(args.master))
+    except InputError as e:
+        print(f"sbfed reconcile: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
     def work(spark) -> int:
         return _batch(spark, settings) if follow is None else _follow(spark, settings, follow, argv)
 
     return _with_spark(work, args.master, args.driver_memory, args.shuffle_partitions, extra)
+
+
+def check_inputs(settings: Settings, stream: bool, scheme_less_is_local: bool) -> None:
+    """Every local log as the job would read it, before the JVM starts: InputError for the first that it
+    would refuse (a log on a remote file system is checked by the job)."""
+    start, end = settings.window.read_range(settings.lookahead)
+    for log in settings.logs:
+        check_local(log, start, end, stream, scheme_less_is_local)
+
+
+def _scheme_less_is_local(master: str | None) -> bool:
+    """Whether a path without a scheme is on this machine's disk: in a Spark session already running here,
+    as its default file system says; under spark-submit, unknown (the cluster's may be HDFS); otherwise when
+    this process starts a local Spark with no Hadoop configuration of its own."""
+    if "pyspark" in sys.modules:
+        from pyspark.sql import SparkSession
+
+        from spark_reconcile.reading import is_local
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return is_local(active, "path")
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    return (master or "local").startswith("local") and not os.environ.get("HADOOP_CONF_DIR")
 
 
 def _with_spark(work, master: str | None, driver_memory: str, shuffle_partitions: int | None,
@@ -163,7 +197,6 @@ def _with_spark(work, master: str | None, driver_memory: str, shuffle_partitions
     """Run `work(spark)` for its exit status; unreadable input is exit 2. Spark is imported only now, so
     `--help` and argument errors stay instant."""
     from spark_reconcile import session
-    from spark_reconcile.reading import InputError
 
     spark, owned = session.start(master, driver_memory, shuffle_partitions, extra)
     try:
@@ -181,7 +214,12 @@ def _batch(spark, settings: Settings) -> int:
 
     result = job.run(spark, settings)
     print(_one_screen(result))
-    return EXIT_FAIL if result["failures"] else EXIT_PASS
+    return exit_status(result)
+
+
+def exit_status(result: dict) -> int:
+    """The summary's verdict as the exit status: fail 1, no data 3, pass 0."""
+    return EXIT_FAIL if result["failures"] else EXIT_NO_DATA if result["no_data"] else EXIT_PASS
 
 
 def _follow(spark, settings: Settings, follow: FollowSettings, argv: list[str]) -> int:
@@ -205,13 +243,27 @@ def _follow(spark, settings: Settings, follow: FollowSettings, argv: list[str]) 
         pass
     if query.isActive:
         query.stop()
-    for c in following.statuses(spark, settings, follow):
+    found = following.statuses(spark, settings, follow)
+    for c in found:
         f, o = c["final"], c["open"]
         print(f"  {'+'.join(c['sources'])} -> {c['target']} (micro-batch {c['micro_batch']}): final "
               f"{f['expected']} expected, ok {f['ok']}, late {f['late']}, missing {f['missing']}, "
               f"expired {f['expired']}, orphan {f['orphan']}, originals {f['original']}, duplicated keys "
               f"{f['dup_keys']}; open {o['keys']}; state rows {c['state_rows']}")
-    return EXIT_FAIL if handler.alerted else EXIT_PASS
+    empty = follow_no_data(found) if follow.available_now else []  # a stopped query was cut short
+    for reason in empty:
+        print(f"  NO DATA: {reason}")
+    return EXIT_FAIL if handler.alerted else EXIT_NO_DATA if empty else EXIT_PASS
+
+
+def follow_no_data(statuses: list[dict]) -> list[str]:
+    """Why an --available-now run, which reads every file present, proved nothing (the batch job's `no
+    data`): no micro-batch ran, or a log gave it no usable record. A query stopped by a signal is not
+    judged: it may have been stopped before its first micro-batch ended."""
+    if not statuses:
+        return ["no micro-batch ran: no log had a file to read"]
+    return [f"log {i['tag']}: {'no records' if not i['records_read'] else 'only malformed records'} read"
+            for i in statuses[0]["inputs"] if i["records_read"] == i["malformed_records"]]
 
 
 def report_parser() -> argparse.ArgumentParser:
@@ -224,6 +276,11 @@ def report_parser() -> argparse.ArgumentParser:
 
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
+    local = local_path(args.out, _scheme_less_is_local(None))
+    if local is not None and not os.path.isfile(os.path.join(local, "follow.json")):
+        print(f"sbfed reconcile report: {args.out}/follow.json not found: is {args.out} the --out of a "
+              "--follow run?", file=sys.stderr)
+        return EXIT_USAGE
 
     def rebuild(spark) -> int:
         from spark_reconcile import tables
@@ -238,14 +295,16 @@ def _one_screen(result: dict) -> str:
     lines = [f"reconcile ({result['mode']}): {result['verdict'].upper()}"]
     for c in result["comparisons"]:
         t = c["totals"]
-        lag = c["lag_ms"] or {}
+        lag = c["lag_ms"]
+        lag_text = ("lag p50/p99/max ms " + "/".join(f"{lag[k]:g}" for k in ("p50", "p99", "max"))
+                    if lag else "no lag (nothing delivered)")
         lines.append(
             f"  {'+'.join(c['sources'])} -> {c['target']}: expected {t['expected']}, ok {t['ok']}, "
             f"late {t['late']}, "
             f"pending {t['pending']}, missing {t['missing']}, expired {t['expired']}, orphan {t['orphan']}, "
             f"originals at target {t['original']}, "
-            f"duplicates {t['dup_keys']} (+{t['dup_extra']} copies); lag p50/p99/max ms "
-            f"{lag.get('p50')}/{lag.get('p99')}/{lag.get('max')}")
+            f"duplicates {t['dup_keys']} (+{t['dup_extra']} copies); {lag_text}")
     lines += [f"  FAIL: {reason}" for reason in result["failures"]]
+    lines += [f"  NO DATA: {reason}" for reason in result["no_data"]]
     lines.append(f"  report: {result['outputs']['report']}")
     return "\n".join(lines)

@@ -1,10 +1,13 @@
-"""What one reconciliation run compares, and how strict it is (parsed from the command line by `cli`)."""
+"""The job's settings: what one reconciliation run compares, and how strict it is. `cli` builds them from
+the command line; a continuous run records them in its follow.json (`as_record`), from which `tables`
+rebuilds its report (`from_record`) without a command line."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 MODES = ("replica", "mirror", "exactly-once")
 FORMATS = ("auto", "json", "parquet")
@@ -83,6 +86,50 @@ class FollowSettings:
     alert_missing: int | None = None
     status_window: timedelta = timedelta(hours=1)
     max_files_per_trigger: int | None = None
+
+
+def as_record(settings: Settings, follow: FollowSettings) -> dict[str, Any]:
+    """A continuous run's settings as plain JSON values (durations in seconds, times ISO 8601 UTC)."""
+    return {
+        "logs": [{"tag": log.tag, "path": log.path, "format": log.format} for log in settings.logs],
+        "mode": settings.mode, "out": settings.out, "source": settings.source,
+        "expected_event": settings.expected_event,
+        "window": [_iso(settings.window.start), _iso(settings.window.end)],
+        "grace_s": settings.grace.total_seconds(), "skew_s": settings.skew.total_seconds(),
+        "lookahead_s": settings.lookahead.total_seconds(),
+        "replica_ttl_s": {tag: ttl.total_seconds() for tag, ttl in settings.replica_ttl.items()},
+        "use_partition_key": settings.use_partition_key,
+        "max_missing": {"count": settings.max_missing.count, "percent": settings.max_missing.percent},
+        "now": _iso(settings.now), "list_limit": settings.list_limit,
+        "follow": {"checkpoint": follow.checkpoint, "trigger_s": follow.trigger.total_seconds(),
+                   "available_now": follow.available_now, "alert_missing": follow.alert_missing,
+                   "status_window_s": follow.status_window.total_seconds(),
+                   "max_files_per_trigger": follow.max_files_per_trigger},
+    }
+
+
+def from_record(record: dict[str, Any]) -> tuple[Settings, FollowSettings]:
+    """The settings `as_record` wrote."""
+    f = record["follow"]
+    settings = Settings(
+        logs=tuple(LogInput(**log) for log in record["logs"]), mode=record["mode"], out=record["out"],
+        source=record["source"], expected_event=record["expected_event"],
+        window=Window(*(None if t is None else parse_utc(t) for t in record["window"])),
+        grace=timedelta(seconds=record["grace_s"]), skew=timedelta(seconds=record["skew_s"]),
+        lookahead=timedelta(seconds=record["lookahead_s"]),
+        replica_ttl={tag: timedelta(seconds=s) for tag, s in record["replica_ttl_s"].items()},
+        use_partition_key=record["use_partition_key"], max_missing=MissingThreshold(**record["max_missing"]),
+        now=None if record["now"] is None else parse_utc(record["now"]), list_limit=record["list_limit"],
+        follow=True)
+    following = FollowSettings(checkpoint=f["checkpoint"], trigger=timedelta(seconds=f["trigger_s"]),
+                               available_now=f["available_now"], alert_missing=f["alert_missing"],
+                               status_window=timedelta(seconds=f["status_window_s"]),
+                               max_files_per_trigger=f["max_files_per_trigger"])
+    return settings, following
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 def parse_duration(text: str) -> timedelta:

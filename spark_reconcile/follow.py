@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_reconcile import classify, metrics, outputs
-from spark_reconcile.config import FollowSettings, Settings, to_micros
+from spark_reconcile.config import FollowSettings, Settings, as_record, to_micros
 from spark_reconcile.progress import Progress, comparison_status
 from spark_reconcile.reading import stream_log
 
@@ -208,7 +208,8 @@ def recent_cube(spark: SparkSession, folder: str, since_us: int) -> list[dict]:
 def start(spark: SparkSession, settings: Settings, follow: FollowSettings, argv: list[str]):
     """Start the query; returns it and the micro-batch function (which knows whether an alert fired)."""
     where = paths(settings, follow)
-    outputs.write_text(spark, where["run"], json.dumps({"argv": argv}, indent=2) + "\n")
+    run = {"argv": argv, "settings": as_record(settings, follow)}  # the command line, for people
+    outputs.write_text(spark, where["run"], json.dumps(run, indent=2) + "\n")
     read_start, read_end = settings.window.read_range(settings.lookahead)
     stream = reduce(DataFrame.unionByName, [stream_log(spark, lg, read_start, read_end,
                                                        follow.max_files_per_trigger) for lg in settings.logs])

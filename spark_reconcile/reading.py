@@ -1,14 +1,13 @@
 """Reading audit logs (docs/audit-log.md) from any path Spark reads, pruned to the UTC date/hour needed.
 
-The files are listed here through Hadoop's FileSystem (any scheme), skipping `date=`/`hour=` directories
-outside the range, and handed to Spark by name: Spark then infers no partition columns, so every field,
-`entity` above all, comes from the record itself. The directories are only a pruning hint.
+The files are listed (listing.py) with os.scandir or through Hadoop's FileSystem (any scheme), skipping
+`date=`/`hour=` directories outside the range, and handed to Spark by name: Spark then infers no partition
+columns, so every field, `entity` above all, comes from the record itself. The directories are only a
+pruning hint.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -16,6 +15,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_reconcile.config import LogInput
+from spark_reconcile.listing import (
+    DATA_SUFFIXES,
+    InputError,
+    Listing,
+    files_under,
+    local_listing,
+    no_files_yet,
+)
 
 EVENTS = ("enqueued", "sent", "processed")
 REQUIRED = ("event", "entity", "message_id", "enqueued_time_utc")
@@ -27,56 +34,18 @@ JSON_SCHEMA = T.StructType([T.StructField(name, T.StringType()) for name in FIEL
 # The types a Parquet writer gives these fields, for a column the first file lacks (all null there).
 _PARQUET_KINDS = {"sequence_number": T.LongType(), "ttl_seconds": T.DoubleType(),
                   "enqueued_time_utc": T.TimestampType(), "observed_time_utc": T.TimestampType()}
-_DATA_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".ndjson": "json"}
 _SHORTEST_TIME = len("2026-11-22T12:00")  # a date alone is not a time
-
-
-class InputError(ValueError):
-    """A log cannot be read as the audit log contract describes."""
 
 
 def list_files(spark: SparkSession, log: LogInput, start: datetime | None,
                end: datetime | None) -> tuple[str, list[str]]:
-    """The format and the data files under the path whose `date=`/`hour=` directories may hold records in
-    [start, end] (hour granularity: the first and last hours are read whole and trimmed by the row filter)."""
-    listing = _local_listing if _is_local(spark, log.path) else _hadoop_listing(spark)
-    low = None if start is None else start.strftime("%Y-%m-%dT%H")
-    high = None if end is None else end.strftime("%Y-%m-%dT%H")
-    found: list[tuple[str, str]] = []
-    others = pruned = 0
-    pending = [(log.path, "")]
-    while pending:
-        folder, date = pending.pop()
-        entries = listing(folder)
-        if entries is None:
-            raise InputError(f"log {log.tag!r}: path {log.path} does not exist")
-        for name, is_dir, path in entries:
-            if name.startswith(("_", ".")):
-                continue
-            if is_dir:
-                where = _partition_bucket(name, date)
-                if where is not None and not _may_hold(where, low, high):
-                    pruned += 1
-                    continue
-                pending.append((path, where[0][:10] if where is not None else date))
-                continue
-            fmt = log.format if log.format != "auto" else next(
-                (f for suffix, f in _DATA_SUFFIXES.items() if name.endswith(suffix)), None)
-            if fmt is None:
-                others += 1
-            else:
-                found.append((fmt, path))
-    formats = {f for f, _ in found}
-    if not found and others and not pruned:
-        raise InputError(f"log {log.tag!r}: no .jsonl/.json/.parquet files under {log.path}; "
-                         "pass --format json|parquet if the files have other names")
-    if len(formats) > 1:
-        raise InputError(f"log {log.tag!r}: both JSON lines and Parquet files under {log.path}; "
-                         "give each format its own --log")
-    return (formats.pop() if formats else "json"), sorted(p for _, p in found)
+    """The format and the data files of a log in [start, end] (listing.files_under), listed with os.scandir
+    where the path is local and through Hadoop's FileSystem otherwise."""
+    listing = local_listing if is_local(spark, log.path) else _hadoop_listing(spark)
+    return files_under(log, listing, start, end)
 
 
-def _is_local(spark: SparkSession, path: str) -> bool:
+def is_local(spark: SparkSession, path: str) -> bool:
     """A path without a scheme when the default file system is the local disk (listed with os.scandir, much
     faster than through py4j); on a YARN or HDFS cluster such a path is on HDFS, and any path with a scheme
     (`file:` included) is listed through Hadoop."""
@@ -86,18 +55,7 @@ def _is_local(spark: SparkSession, path: str) -> bool:
     return default.startswith("file:")
 
 
-def _local_listing(folder: str) -> list[tuple[str, bool, str]] | None:
-    """(name, is a directory, path) of a local folder's entries; a local file lists as itself."""
-    if os.path.isfile(folder):
-        return [(os.path.basename(folder), False, folder)]
-    try:
-        with os.scandir(folder) as entries:
-            return [(e.name, e.is_dir(), e.path) for e in entries]
-    except FileNotFoundError:
-        return None
-
-
-def _hadoop_listing(spark: SparkSession) -> Callable[[str], list[tuple[str, bool, str]] | None]:
+def _hadoop_listing(spark: SparkSession) -> Listing:
     """The same through Hadoop's FileSystem, for `abfss://`, `s3a://`, `hdfs://`, `dbfs:/` and the like."""
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
@@ -110,22 +68,6 @@ def _hadoop_listing(spark: SparkSession) -> Callable[[str], list[tuple[str, bool
         return [(s.getPath().getName(), s.isDirectory(), s.getPath().toString()) for s in fs.listStatus(path)]
 
     return listing
-
-
-def _partition_bucket(name: str, date: str) -> tuple[str, bool] | None:
-    """(`YYYY-MM-DD[THH]`, whole day?) for a `date=` or `hour=` directory, None for any other directory."""
-    if name.startswith("date="):
-        return name[5:], True
-    if name.startswith("hour=") and date:
-        return f"{date}T{name[5:].zfill(2)}", False
-    return None
-
-
-def _may_hold(where: tuple[str, bool], low: str | None, high: str | None) -> bool:
-    bucket, whole_day = where
-    if whole_day:
-        return (low is None or bucket >= low[:10]) and (high is None or bucket <= high[:10])
-    return (low is None or bucket >= low) and (high is None or bucket <= high)
 
 
 def read_log(spark: SparkSession, log: LogInput, start: datetime | None, end: datetime | None) -> DataFrame:
@@ -154,11 +96,10 @@ def stream_log(spark: SparkSession, log: LogInput, start: datetime | None, end: 
     if fmt == "auto":
         fmt, files = list_files(spark, log, None, None)
         if not files:
-            raise InputError(f"log {log.tag!r}: no data files under {log.path} yet; pass --format "
-                             "json|parquet to follow a log that is still empty")
+            raise InputError(no_files_yet(log))
     reader = spark.readStream.option("recursiveFileLookup", "true")
     if log.format == "auto":
-        names = [suffix[1:] for suffix, f in _DATA_SUFFIXES.items() if f == fmt]
+        names = [suffix[1:] for suffix, f in DATA_SUFFIXES.items() if f == fmt]
         reader = reader.option("pathGlobFilter", f"*.{{{','.join(names)}}}")
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)

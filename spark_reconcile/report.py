@@ -17,6 +17,7 @@ _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 h3{font-size:15px;margin:18px 0 6px}.pass{color:#fff;background:#2ca02c}.fail{color:#fff;background:#d62728}
+.no-data{color:#fff;background:#8a6d00}
 .badge{padding:2px 10px;border-radius:4px;font-weight:600}.muted{color:#666}
 .cards{display:flex;flex-wrap:wrap;gap:8px}
 .card{border:1px solid #ddd;border-radius:6px;padding:6px 10px;min-width:84px}
@@ -33,11 +34,12 @@ def render(summary: dict) -> str:
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         f"<title>sbfed reconcile: {verdict}</title><style>{_CSS}</style></head><body>",
-        f'<h1>Reconciliation <span class="badge {verdict}">{verdict.upper()}</span></h1>',
+        f'<h1>Reconciliation <span class="badge {verdict.replace(" ", "-")}">{verdict.upper()}</span></h1>',
         f'<p class=muted>{escape(_scope(summary))}</p>',
     ]
-    if summary["failures"]:
-        parts.append("<ul>" + "".join(f"<li>{escape(f)}</li>" for f in summary["failures"]) + "</ul>")
+    reasons = [*summary["failures"], *summary.get("no_data", [])]
+    if reasons:
+        parts.append("<ul>" + "".join(f"<li>{escape(f)}</li>" for f in reasons) + "</ul>")
     for c in summary["comparisons"]:
         parts.append(_comparison(c))
     parts.append(_lists(summary))
@@ -57,7 +59,7 @@ def _scope(s: dict) -> str:
 
 
 def _num(value) -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     if isinstance(value, float):
         return f"{value:,.3f}".rstrip("0").rstrip(".")
@@ -182,7 +184,7 @@ def _provenance(summary: dict) -> str:
     inputs = _table(["tag", "path", "records read", "malformed records"],
                     [[i["tag"], i["path"], i["records_read"], i["malformed_records"]]
                      for i in summary["inputs"]])
-    engine = ", ".join(f"{k} {v}" for k, v in summary["engine"].items())
+    engine = ", ".join(f"{k} {'-' if v is None else v}" for k, v in summary["engine"].items())
     timings = ", ".join(f"{k} {v:g}s" for k, v in summary["timings_s"].items())
     return (f"<h2>Provenance</h2>{inputs}<p class=muted>{escape(engine)}<br>{escape(timings)}<br>"
             f"lag percentiles: {escape(summary['settings']['lag_percentiles'])}</p>")

@@ -11,6 +11,7 @@ from spark_reconcile.config import Settings, iso_micros
 from spark_reconcile.metrics import BUCKET_RATIO, LagStats, bucket_value
 
 EXPECTED_STATUSES = ("ok", "late", "pending", "missing", "expired")
+NO_DATA = "no data"  # the verdict of a run with nothing to compare: not a pass
 _US_PER_S = 1_000_000
 
 
@@ -108,13 +109,38 @@ def failures(comparisons: list[dict], settings: Settings) -> list[str]:
     return out
 
 
+def no_data(comparisons: list[dict], settings: Settings, data: Collected) -> list[str]:
+    """Why the run proves nothing (empty list: it had something to compare): a log without one usable record
+    in the window read (a mistyped path to an existing folder, a stopped audit tap), or a comparison that
+    expected no message. Nothing was lost, but nothing was checked either."""
+    start, end = settings.window.read_range(settings.lookahead)
+    read = "" if start is None and end is None else (
+        f" from {_iso(start) or 'the start'} to {_iso(end) or 'the end'}")
+    out = []
+    for log in settings.logs:
+        records, malformed = data.records.get(log.tag, 0), data.malformed.get(log.tag, 0)
+        if records == malformed:
+            what = f"{records} records, all malformed" if records else "no records"
+            out.append(f"log {log.tag} ({log.path}): {what}{read}")
+    for c in comparisons:
+        if c["totals"]["expected"] == 0:
+            out.append(f"{' + '.join(c['sources'])} -> {c['target']}: no expected messages in the window")
+    return out
+
+
+def verdict(failed: list[str], empty: list[str]) -> str:
+    """`fail` over `no data` over `pass`."""
+    return "fail" if failed else NO_DATA if empty else "pass"
+
+
 def build(settings: Settings, comparisons: tuple[Comparison, ...], data: Collected, *, now_us: int,
           engine: dict, outputs: dict[str, str], timings: dict[str, float]) -> dict:
     parts = [comparison_summary(c, data, now_us) for c in comparisons]
-    failed = failures(parts, settings)
+    failed, empty = failures(parts, settings), no_data(parts, settings, data)
     return {
-        "verdict": "fail" if failed else "pass",
+        "verdict": verdict(failed, empty),
         "failures": failed,
+        "no_data": empty,
         "mode": settings.mode,
         "source": settings.source,
         "expected_event": settings.expected_event,

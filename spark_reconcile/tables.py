@@ -9,16 +9,19 @@ from datetime import UTC, datetime
 from pyspark.sql import SparkSession
 from pyspark.sql.utils import AnalysisException
 
-from spark_reconcile import classify, cli, follow, metrics, outputs, report, summary
-from spark_reconcile.config import to_micros
+from spark_reconcile import classify, follow, metrics, outputs, report, summary
+from spark_reconcile.config import from_record, to_micros
 
 
 def rebuild(spark: SparkSession, out: str) -> dict:
     run = outputs.read_text(spark, f"{out}/follow.json")
     if run is None:
         raise FileNotFoundError(f"{out}/follow.json not found: is {out} the --out of a --follow run?")
-    args = cli.parser().parse_args(json.loads(run)["argv"])
-    settings, following = cli.settings_from(args), cli.follow_settings_from(args)
+    recorded = json.loads(run)
+    if "settings" not in recorded:
+        raise FileNotFoundError(f"{out}/follow.json holds no settings (written by an older sbfed): run the "
+                                "--follow query once more with the same --checkpoint, then the report")
+    settings, following = from_record(recorded["settings"])
     where = follow.paths(settings, following)
     p = follow.latest_progress(spark, where["progress"])
     cube = _read(spark, where["cube"])

@@ -304,9 +304,11 @@ class Tracker:
         with self._lock:
             return {namespace: set(ids) for namespace, ids in self.processed.items()}
 
-    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+    def counts(self) -> tuple[dict[str, int], int]:
+        """Messages sent per namespace, and distinct MessageIds processed anywhere (the summary's
+        `processed`)."""
         with self._lock:
             return (
                 {ns: len(ids) for ns, ids in self.sent.items()},
-                {ns: len(ids) for ns, ids in self.processed.items()},
+                len(set().union(*self.processed.values())),
             )

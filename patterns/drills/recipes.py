@@ -29,7 +29,8 @@ from azure.servicebus import ServiceBusMessage
 from patterns import orders, recipes, transforms
 from patterns.drills.clients import RegionProducer
 from patterns.drills.metrics import Record, check_arrivals, hops
-from patterns.drills.scenarios import TOPIC, Scenario
+from patterns.drills.scenario import Scenario
+from patterns.drills.scenarios import TOPIC
 from replicators.message import decode_application_properties
 from topology import Topology
 

@@ -1,6 +1,5 @@
-"""What each pattern's drill runs and checks: its topology, its applications, the extra steps of its
-timeline, when it has settled, and the pattern's own figures (the recipes' drills build on the same base in
-recipes.py; catalog.py names them all).
+"""The drills of the three federation patterns (scenario.py is their base; the recipes' drills are in
+recipes.py):
 
 - all-active: a producer homed in each region (the primary's fails over to the secondary and back), a
   consumer in each region; every region must process every message once.
@@ -15,152 +14,21 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from patterns import federation
-from patterns.drills.clients import (
-    DeliveryLog,
-    LocalConsumer,
-    PacedProducer,
-    PoisonMessage,
-    Producer,
-    Worker,
-    numbered,
-    recorded,
-)
-from patterns.drills.metrics import CHECKS, Record
+from patterns.drills.clients import DeliveryLog, PoisonMessage, Worker, recorded
+from patterns.drills.metrics import Record, check_arrivals, hops, iso, listed, parse_time
+from patterns.drills.scenario import Scenario, Step
 from patterns.failover import ConsumerOptions, FailoverConsumer, FailoverProducer
-from patterns.regions import PRIMARY, SECONDARY, Region
+from patterns.regions import Region
 from patterns.transforms import AUX_SUFFIX
 from topology import Topology
 from topology.durations import parse_duration
 
-if TYPE_CHECKING:
-    from patterns.drills.run import Drill
-
 TOPIC = "events"
 QUEUE = "work"
 POISON_EVERY = 50  # one message in 50 fails in every region (spillover's double spills)
-
-
-@dataclass(frozen=True)
-class Step:
-    """Something a scenario does at `offset` seconds after the clients started."""
-
-    offset: float
-    name: str
-    action: Callable[[], None]
-
-
-@dataclass
-class Scenario:
-    """The base of the three drills: producer and consumer workers, and the pattern's expectations."""
-
-    drill: Drill
-    workers: list[Worker] = field(default_factory=list)  # consumers
-    producers: list[PacedProducer] = field(default_factory=list)
-    producer_workers: list[Worker] = field(default_factory=list)
-    local_consumers: list[LocalConsumer] = field(default_factory=list)
-
-    pattern = ""
-    namespace_roles = "primary,secondary"  # what --namespaces lists, for its help and errors
-    default_namespaces: tuple[str, ...] = (PRIMARY, SECONDARY)
-    namespace_counts: tuple[int, int | None] = (2, 2)  # how many namespaces it takes: at least, at most
-    fails_over = True  # its clients fail over from the namespace the outage takes down, and back
-
-    def topology(self, names: tuple[str, ...], audit_sink: str) -> Topology:
-        raise NotImplementedError
-
-    @property
-    def down(self) -> str:
-        """The namespace the outage takes down."""
-        return self.drill.names[0]
-
-    def destinations(self, message_id: str) -> frozenset[str] | None:
-        """The namespaces that must each process the message exactly once; None: exactly once, anywhere."""
-        return None
-
-    def problems(self, summary: dict[str, Any], details: dict[str, Any], by_event: dict[str, list[Record]],
-                 handled: list[Record]) -> list[str]:
-        """The pattern's own checks of what the drill's records show (metrics.CHECKS)."""
-        return CHECKS[self.pattern](summary, details, by_event, handled, self)
-
-    def start(self, rate: float) -> None:
-        raise NotImplementedError
-
-    def steps(self, after: float) -> list[Step]:
-        """Extra steps of this pattern's timeline, from `after` seconds on (once the clients failed back)."""
-        return []
-
-    def status(self) -> str:
-        return ""
-
-    def consumer_back_at(self, restored: dt.datetime) -> dt.datetime | None:
-        """When the consumer switched back to the primary, for consumers that switch (None: the drill takes
-        the first message processed on the primary after `restored`)."""
-        return None
-
-    def details(self) -> dict[str, Any]:
-        """Pattern-specific figures and checks for the summary."""
-        skipped: Counter[str] = Counter()
-        for consumer in self.local_consumers:  # a restarted consumer adds to its predecessor's count
-            skipped[consumer.processor] += len(consumer.duplicates)
-        return {"duplicates_skipped": dict(skipped)}
-
-    def _consume(self, region: Region, handler: Callable[[Any], None], *, entity: str, processor: str,
-                 writer: str) -> Worker:
-        """A region-local consumer in its own worker."""
-        consumer = LocalConsumer(region, handler, entity=entity, audit=self.drill.sink(writer),
-                                 processor=processor)
-        self.local_consumers.append(consumer)
-        worker = Worker(processor, consumer.run).start()
-        self.workers.append(worker)
-        return worker
-
-    def settled(self) -> bool:
-        """Every message that was sent has been processed where the pattern says it must be."""
-        processed = self.drill.tracker.processed_ids()
-        anywhere = set().union(*processed.values())
-        for message_id in self.drill.tracker.sent_ids():
-            where = self.destinations(message_id)
-            if where is None and message_id not in anywhere:
-                return False
-            if where is not None and any(message_id not in processed.get(ns, ()) for ns in where):
-                return False
-        return True
-
-    def failure(self) -> str | None:
-        """The first client that died, and why (the drill stops instead of waiting for it)."""
-        return next(
-            (
-                f"{w.name}: {type(w.error).__name__}: {w.error}"
-                for w in [*self.producer_workers, *self.workers]
-                if w.error
-            ),
-            None,
-        )
-
-    @property
-    def sending(self) -> bool:
-        return any(w.alive for w in self.producer_workers)
-
-    def _produce(self, producer: Producer, prefix: str, count: int, rate: float,
-                 compose: Callable[[int, str], Any] = numbered) -> None:
-        paced = PacedProducer(producer, f"{prefix}-{self.drill.run_id}", count, rate, compose)
-        self.producers.append(paced)
-        self.producer_workers.append(Worker(f"producer-{prefix}", paced.run).start())
-
-    def stop(self) -> None:
-        errors = []
-        for worker in [*self.producer_workers, *self.workers]:
-            try:
-                worker.stop()
-            except RuntimeError as error:
-                errors.append(str(error))
-        if errors:
-            raise RuntimeError("; ".join(errors))
 
 
 class AllActive(Scenario):
@@ -197,6 +65,17 @@ class AllActive(Scenario):
 
     def details(self) -> dict[str, Any]:
         return {**super().details(), "producer_events": _events(self.home_primary.events)}
+
+    def problems(self, summary: dict[str, Any], details: dict[str, Any], by_event: dict[str, list[Record]],
+                 handled: list[Record]) -> list[str]:
+        """Every region gets every message enqueued once (audit taps) and processed once (consumers), none
+        bounces."""
+        names = self.drill.names
+        problems = check_arrivals(by_event, names, lambda message_id: names, details)
+        if summary["processed_twice"]:
+            problems.append(f"{summary['processed_twice']} message(s) processed twice in one region")
+        return problems
+
 
 
 class ActivePassive(Scenario):
@@ -270,6 +149,26 @@ class ActivePassive(Scenario):
             "consumer_events": _events(self.consumer.events),
         }
 
+    def problems(self, summary: dict[str, Any], details: dict[str, Any], by_event: dict[str, list[Record]],
+                 handled: list[Record]) -> list[str]:
+        """Nothing lost (checked for all); every repeated delivery reported; duplicates within the TTL
+        window."""
+        problems = []
+        if details["duplicates_unreported"]:
+            problems.append(
+                f"deliveries neither processed nor reported as duplicates: "
+                f"{listed(details['duplicates_unreported'])}"
+            )
+        if details["duplicates_outside_ttl_window"]:
+            problems.append(
+                f"duplicates enqueued on the secondary before the TTL window: "
+                f"{listed(details['duplicates_outside_ttl_window'])}"
+            )
+        if not any(e["kind"] == "failover" for e in details["consumer_events"]):
+            problems.append("the consumer never failed over")
+        return problems
+
+
 
 class Spillover(Scenario):
     pattern = "spillover"
@@ -334,15 +233,76 @@ class Spillover(Scenario):
         return {
             **super().details(),
             "poison": sorted(self.poison & self.drill.tracker.sent_ids()),
-            "consumer_stopped_at": _iso(self.stopped_at),
-            "consumer_restarted_at": _iso(self.restarted_at),
+            "consumer_stopped_at": iso(self.stopped_at),
+            "consumer_restarted_at": iso(self.restarted_at),
             "deadline_s": parse_duration(self.drill.settings.deadline).total_seconds(),
             "producer_events": _events(self.producer.events),
         }
 
-
-def _iso(moment: dt.datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat()
+    def problems(self, summary: dict[str, Any], details: dict[str, Any], by_event: dict[str, list[Record]],
+                 handled: list[Record]) -> list[str]:
+        """The stopped consumer's messages are handled by the other region before the deadline; nothing
+        bounces; the auxiliary queues get exactly the double spills (the poison messages)."""
+        problems = []
+        primary, secondary = self.drill.names
+        sent = {r["message_id"]: r for r in by_event["sent"]}
+        poison = set(details["poison"])
+        in_aux = Counter(r["message_id"] for r in handled if r["processor"].endswith(AUX_SUFFIX))
+        work = [r for r in handled if not r["processor"].endswith(AUX_SUFFIX)]
+        spilled = [r for r in work if hops(r) == 1]
+        bounced = {r["message_id"] for r in work if hops(r) > 1} | {m for m in in_aux if m not in poison}
+        details.update(
+            spilled=len(spilled),
+            double_spills=sum(in_aux.values()),
+            poison_processed=sorted(poison & {r["message_id"] for r in work}),
+        )
+        deadline = dt.timedelta(seconds=details["deadline_s"])
+        ages = {
+            r["message_id"]: parse_time(r["observed_time_utc"])
+            - parse_time(sent[r["message_id"]]["observed_time_utc"])
+            for r in spilled
+            if r["message_id"] in sent
+        }
+        details["spilled_age_max_s"] = round(max(ages.values(), default=dt.timedelta()).total_seconds(), 3)
+        stopped, restarted = details["consumer_stopped_at"], details["consumer_restarted_at"]
+        if stopped and restarted:
+            window = (parse_time(stopped), parse_time(restarted) - deadline / 2)
+            stranded = {
+                m
+                for m, r in sent.items()
+                if r["namespace"] == primary
+                and m not in poison
+                and window[0] <= parse_time(r["observed_time_utc"]) < window[1]
+            }
+            took_over = {r["message_id"] for r in spilled if r["namespace"] == secondary} & stranded
+            late = {m for m in took_over if ages[m] > deadline}
+            details.update(
+                stopped_consumer_messages=len(stranded),
+                handled_by_other_region=len(took_over),
+                handled_by_other_region_age_max_s=round(
+                    max((ages[m] for m in took_over), default=dt.timedelta()).total_seconds(), 3),
+                handled_after_deadline=sorted(late),
+            )
+            if stranded - took_over:
+                problems.append(
+                    f"messages of the stopped consumer not handled by {secondary}: "
+                    f"{listed(stranded - took_over)}"
+                )
+            if late:
+                problems.append(
+                    f"spilled messages handled after the {deadline.total_seconds():.0f} s deadline: "
+                    f"{listed(late)}"
+                )
+        if bounced:
+            problems.append(f"{len(bounced)} message(s) bounced: {listed(bounced)}")
+        if set(in_aux) != poison or any(n > 1 for n in in_aux.values()):
+            problems.append(
+                f"the auxiliary queues hold {dict(in_aux)} instead of each double spill once: "
+                f"{listed(poison)}"
+            )
+        if details["poison_processed"]:
+            problems.append(f"poison messages processed: {listed(details['poison_processed'])}")
+        return problems
 
 
 def _events(events: list[Any]) -> list[dict[str, str]]:

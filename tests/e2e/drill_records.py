@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from patterns.drills.catalog import drill_settings
 from patterns.drills.metrics import parse_time, read_records
-from patterns.drills.run import DrillSettings, run_drill
+from patterns.drills.run import run_drill
 
 
 def drill(tmp_path, pattern, **settings):
     """Run the drill (a short outage by default); it must have had its outage and settled."""
     settings = {"outage": 6.0, "warmup": 4.0, "probe_interval": 3.0, **settings}
-    result = run_drill(DrillSettings(pattern=pattern, out=tmp_path / pattern, **settings),
+    result = run_drill(drill_settings(pattern, tmp_path / pattern, **settings),
                        progress=lambda line: None)
     records = read_records(tmp_path / pattern / "audit")
     assert result.timeline.fault_at and result.timeline.restored_at, "the outage did not happen"

@@ -19,8 +19,9 @@ from collections import Counter
 import pytest
 
 from patterns.drills.broker import BrokerProcess
-from patterns.drills.metrics import format_summary, hops, parse_time
+from patterns.drills.metrics import hops, parse_time
 from patterns.drills.recipes import RECIPES
+from patterns.drills.summary import format_summary
 from sbfed.demo import reconcile, reconcile_commands, reconcile_out
 from tests.e2e.drill_records import between, drill, of
 
