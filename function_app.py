@@ -13,6 +13,11 @@ import azure.functions as func
 
 from replicators.app import TaskRuntime, register_tasks
 from replicators.tasks import load_deployment
+from replicators.telemetry import configure
+
+# Metrics and traces to Application Insights (APPLICATIONINSIGHTS_CONNECTION_STRING, set by infra/) or to an
+# OTLP collector (OTEL_EXPORTER_OTLP_ENDPOINT); nothing when neither is set (docs/operations.md).
+configure(os.environ)
 
 # A relative SBFED_TOPOLOGY is relative to the app folder, whatever the worker's working directory.
 TOPOLOGY = str(Path(__file__).parent / (os.environ.get("SBFED_TOPOLOGY") or "topology.yaml"))

@@ -19,6 +19,7 @@ from replicators.message import SourceMessage
 from replicators.replicate import Replicator
 from replicators.sending import TargetSenders
 from replicators.tasks import DEAD_LETTER_SUFFIX, Deployment, ReplicationTask
+from replicators.telemetry import replication_metrics
 
 TRIGGER_ARG = "messages"
 RETRY = {
@@ -47,10 +48,14 @@ class TaskRuntime:
             for m in messages
         ]
         worker = self._worker(task)
-        if isinstance(worker, Replicator):
-            worker.replicate(sources)
-        else:
-            worker.record(sources)
+        try:
+            if isinstance(worker, Replicator):
+                worker.replicate(sources)
+            else:
+                worker.record(sources)
+        except Exception as exc:  # the host abandons the batch (or the poison messages) and it comes back
+            replication_metrics().failures.add(1, {"task": task.name, "error": type(exc).__name__})
+            raise
 
     def _worker(self, task: ReplicationTask) -> Replicator | AuditTap:
         with self._lock:

@@ -15,6 +15,7 @@ from replicators.host.hostjson import load_host_json
 from replicators.host.loader import FunctionAppError
 from replicators.host.settings import apply_settings, load_local_settings
 from replicators.tasks import TaskConfigError
+from replicators.telemetry import configure
 
 TOPOLOGY_SETTING = "SBFED_TOPOLOGY"
 
@@ -37,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--only", action="append", metavar="FUNCTION", help="run only these functions")
     run.add_argument("--stats-interval", type=float, default=5.0,
                      help="seconds between reports (default %(default)s)")
+    run.add_argument("--metrics-port", type=int, metavar="PORT",
+                     help="serve the replicators' metrics for Prometheus at http://127.0.0.1:PORT/metrics "
+                          "(default: none; 0 is refused)")
     run.add_argument("-v", "--verbose", action="store_true", help="log every retry and settlement problem")
     return parser
 
@@ -51,6 +55,17 @@ def main(argv: list[str]) -> int:
     apply_settings(load_local_settings(args.settings or app.with_name("local.settings.json")))
     if args.topology:
         os.environ[TOPOLOGY_SETTING] = str(Path(args.topology).resolve())
+    if args.metrics_port is not None and not 0 < args.metrics_port < 65536:
+        print(f"sbfed functions: --metrics-port must be a port from 1 to 65535, not {args.metrics_port}",
+              file=sys.stderr)
+        return 2
+    try:
+        for exporter in configure(os.environ, metrics_port=args.metrics_port):
+            print(f"sbfed functions: metrics and traces to {exporter}", flush=True)
+    except OSError as exc:
+        print(f"sbfed functions: cannot serve metrics on port {args.metrics_port}: {exc.strerror} "
+              "(choose another --metrics-port)", file=sys.stderr)
+        return 2
     try:
         host = FunctionsHost(
             app,

@@ -3,8 +3,9 @@
 Kept: the body (any AMQP section type), MessageId, SessionId, PartitionKey, CorrelationId, Subject, To,
 ReplyTo, ReplyToSessionId, ContentType, TimeToLive and the application properties.
 Dropped: everything the source broker owns (sequence number, enqueued time, locks, delivery count, state,
-dead-letter source) and the dead-letter and tracing application properties, since the replica is a new
-message with its own trace. Stamped: the `repl-*` hop list (see `stamps`), the task's marker, its TTL.
+dead-letter source) and the dead-letter and tracing application properties: the replica's trace properties
+are its copy span's (`telemetry.copy_span`, a child of the source's trace). Stamped: the `repl-*` hop list
+(see `stamps`), the task's marker, its TTL.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from replicators.message import DEAD_LETTER_PROPERTIES, Replica, SourceMessage
 from replicators.stamps import stamped
 
-TRACING_PROPERTIES = frozenset({"Diagnostic-Id"})
+TRACING_PROPERTIES = frozenset({"Diagnostic-Id", "traceparent"})
 MARKER_VALUE = 1  # the value the all-active rule action `SET replication = 1` gives
 
 

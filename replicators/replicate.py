@@ -4,6 +4,7 @@ source messages after their copies exist (at-least-once); any failure leaves the
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from replicators.copy import copy_message
 from replicators.message import Replica, SourceMessage
 from replicators.sending import ReplicaSender, TargetSenders
 from replicators.tasks import ReplicationTask, Transform
+from replicators.telemetry import copy_span, replication_metrics
 
 log = logging.getLogger(__name__)
 
@@ -61,41 +63,44 @@ class Replicator:
         self.task = task
         self._transform = transform
         self._sender = ReplicaSender(
-            senders, task.target.connection, split_by_partition_key=task.target.facts.enable_partitioning
+            senders, task.target.connection, split_by_partition_key=task.target.facts.enable_partitioning,
+            task=task.name,
         )
 
     def replicate(self, messages: Sequence[SourceMessage]) -> ReplicationOutcome:
         replicas: list[Replica] = []
         failures: dict[int, BaseException] = {}
-        dropped = 0
+        enqueued: list[dt.datetime] = []  # the sources of the replicas, for the lag
         target = self.task.target.entity if self.task.target else ""
         for message in messages:
-            replica: Replica | None = copy_message(
-                message, target_entity=target, options=self.task.options.copy
-            )
-            if self._transform is not None:
-                try:
-                    replica = self._transform(replica)
-                    if replica is not None and not isinstance(replica, Replica):
-                        raise TypeError(
-                            f"a transform returns a Replica or None, not {type(replica).__name__}"
-                        )
-                except Exception as exc:
-                    log.warning(
-                        "task %s: transform failed for MessageId %s: %s",
-                        self.task.name,
-                        message.message_id,
-                        exc,
-                    )
-                    failures[message.sequence_number] = exc
-                    continue
-            if replica is None:
-                dropped += 1
+            try:
+                replica = self._copy(message, target)
+            except Exception as exc:
+                log.warning("task %s: transform failed for MessageId %s: %s", self.task.name,
+                            message.message_id, exc)
+                failures[message.sequence_number] = exc
                 continue
-            replicas.append(replica)
+            if replica is not None:
+                replicas.append(replica)
+                enqueued.append(message.enqueued_time_utc)
         self._sender.send(replicas)
+        dropped = len(messages) - len(replicas) - len(failures)
+        replication_metrics().replicated(self.task.name, self.task.source.entity, target, enqueued, dropped,
+                                         dt.datetime.now(dt.UTC))
         if failures:
             raise PoisonMessageError(
                 self.task.name, failures, max_delivery_count=self.task.source.facts.max_delivery_count
             )
         return ReplicationOutcome(sent=len(replicas), dropped=dropped)
+
+    def _copy(self, message: SourceMessage, target: str) -> Replica | None:
+        """The replica (None when the transform drops it), made inside the copy's span: its trace
+        properties say that span, so the target's consumer continues the source's trace."""
+        replica = copy_message(message, target_entity=target, options=self.task.options.copy)
+        with copy_span(self.task.name, message.application_properties, replica.application_properties):
+            if self._transform is None:
+                return replica
+            transformed = self._transform(replica)
+            if transformed is not None and not isinstance(transformed, Replica):
+                raise TypeError(f"a transform returns a Replica or None, not {type(transformed).__name__}")
+            return transformed

@@ -15,6 +15,7 @@ from azure.servicebus.exceptions import MessageSizeExceededError
 from replicators.connections import resolve_connection
 from replicators.errors import SendRetryPolicy, is_transient
 from replicators.message import Replica
+from replicators.telemetry import replication_metrics
 
 
 class TargetSenders:
@@ -121,8 +122,11 @@ class ReplicaSender:
         split_by_partition_key: bool = False,
         retry: SendRetryPolicy = SendRetryPolicy(),
         sleep: Callable[[float], None] | None = None,
+        task: str = "",
     ) -> None:
+        """`task`: the name its retries are counted under (replication_metrics)."""
         self._senders = senders
+        self._task = task
         self._connection = connection
         self._split = split_by_partition_key
         self._retry = retry
@@ -139,6 +143,8 @@ class ReplicaSender:
         retrying = self._retry.retrying(sleep=self._sleep) if self._sleep else self._retry.retrying()
         with self._senders.lock(self._connection, group.entity):
             for attempt in retrying:
+                if attempt.retry_state.attempt_number > 1:
+                    replication_metrics().retries.add(1, {"task": self._task, "target": group.entity})
                 with attempt:
                     try:
                         sender = self._senders.sender(self._connection, group.entity)

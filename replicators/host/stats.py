@@ -8,6 +8,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from replicators.telemetry import replication_metrics
+
 
 def percentile(values: list[float], fraction: float) -> float:
     if not values:
@@ -74,6 +76,7 @@ class TriggerStats:
         """A settlement the broker refused (lock lost): the message comes back and is processed again."""
         with self._lock:
             self.settle_failures += 1
+        replication_metrics().settle_failures.add(1, {"task": self.function})
 
     def snapshot(self) -> Snapshot:
         """Figures since the previous snapshot (rate, lag) and since start (counters)."""
