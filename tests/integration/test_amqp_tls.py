@@ -15,7 +15,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue, TransportType
-from azure.servicebus.exceptions import ServiceBusAuthenticationError, ServiceBusConnectionError
+from azure.servicebus.exceptions import (
+    ServiceBusAuthenticationError,
+    ServiceBusConnectionError,
+    ServiceBusError,
+)
 
 from local_broker.server import BrokerServer
 from local_broker.tls import ensure_certificate
@@ -195,6 +199,31 @@ def test_tls_on_the_plain_port_is_told_at_once(broker) -> None:
         round_trip_on(client, "q", "never")
     assert time.monotonic() - started < QUICK_FAILURE_S
     still_serves(broker)
+
+
+@pytest.mark.parametrize("port_kind", ["websocket_port", "admin_port"])
+def test_amqps_on_another_tls_port_is_told_at_once(broker, port_kind: str) -> None:
+    """An AMQPS client on the WebSocket port, or on the management port (HTTPS), sends its AMQP header and
+    waits for the broker's: it gets an HTTP 400 at once (pyamqp: "Received invalid frame type")."""
+    namespace = broker.namespaces["tls"]
+    address = f"sb://localhost:{getattr(namespace, port_kind)}"
+    client = ServiceBusClient.from_connection_string(
+        namespace.amqps_connection_string, custom_endpoint_address=address, transport_type=TransportType.Amqp,
+        connection_verify=broker.cert_path, retry_total=0)
+    started = time.monotonic()
+    with client, pytest.raises(ServiceBusError):
+        round_trip_on(client, "q", "never")
+    assert time.monotonic() - started < QUICK_FAILURE_S
+    still_serves(broker)
+
+
+def test_plain_amqp_on_the_management_port_is_told_at_once(broker) -> None:
+    namespace = broker.namespaces["tls"]
+    on_admin = namespace.connection_string.replace(f":{namespace.amqp_port}", f":{namespace.admin_port}")
+    started = time.monotonic()
+    with pytest.raises(ServiceBusError):
+        round_trip(on_admin, "q", "never")
+    assert time.monotonic() - started < QUICK_FAILURE_S
 
 
 def test_a_tls_client_that_never_speaks_does_not_hold_up_others(broker) -> None:

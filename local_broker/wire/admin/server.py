@@ -59,6 +59,7 @@ SUPPLEMENTARY_HEADERS = {
     "forward_dead_lettered_messages_to": "ServiceBusDlqSupplementaryAuthorization",
 }
 TLS_RECORD_HANDSHAKE = 0x16
+AMQP_HEADER_START = b"AMQP"
 HANDSHAKE_TIMEOUT = 10.0
 IDLE_TIMEOUT = 120.0
 SHUTDOWN_POLL_SECONDS = 0.05
@@ -145,6 +146,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
+
+    def handle_one_request(self) -> None:
+        """An AMQP client dialing this port (its protocol header, no line end) waits for the broker's header:
+        it is answered at once instead of waiting here for a request line until the idle timeout."""
+        try:
+            start = self.rfile.peek(len(AMQP_HEADER_START))[:len(AMQP_HEADER_START)]
+        except OSError:
+            self.close_connection = True
+            return
+        if start == AMQP_HEADER_START:
+            self.close_connection = True
+            self.requestline, self.command, self.request_version = "AMQP", "", "HTTP/1.1"
+            body = "This is the management port (HTTPS and the console); AMQP has ports of its own."
+            self._send(400, atom.render_error(400, body), atom.ERROR_CONTENT_TYPE)
+            return
+        super().handle_one_request()
 
     def _serve(self) -> None:
         try:

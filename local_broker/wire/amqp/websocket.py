@@ -24,6 +24,7 @@ PATH = "/$servicebus/websocket"
 SUBPROTOCOL = "AMQPWSB10"
 SUBPROTOCOLS = (SUBPROTOCOL, "amqp")  # the answer names the first of the client's that is served
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+UPGRADE_METHOD = b"GET "
 MAX_REQUEST = 16 * 1024
 SEND_CHUNK = 64 * 1024
 LOWER_READ = 64 * 1024
@@ -166,6 +167,10 @@ class WebSocketStream(Layer):
     def _upgrade(self) -> bool:
         """Answer the upgrade request once it is complete; False while it is not."""
         end = self._raw.find(b"\r\n\r\n")
+        if not UPGRADE_METHOD.startswith(self._raw[:len(UPGRADE_METHOD)]):  # e.g. an AMQPS client's header:
+            # it waits for the broker's, so it is told at once rather than left to its own timeout
+            self._answer("400 Bad Request", f"This port serves AMQP over WebSockets only (GET {PATH}); "
+                                            "AMQP over TLS has its own port.")
         if end < 0:
             if len(self._raw) > MAX_REQUEST:
                 self._answer("431 Request Header Fields Too Large", "The upgrade request is too large.")
