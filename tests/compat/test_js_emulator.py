@@ -4,6 +4,8 @@ client (HTTPS; node trusts the broker's certificate through NODE_EXTRA_CA_CERTS)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,16 +32,22 @@ def test_the_emulator_connection_string_sends_and_receives(serve) -> None:
     assert seen == {"body": "from the JS SDK", "messageId": "js-1", "queues": "queue.1"}
 
 
-def test_the_documented_string_against_serve_with_no_arguments(tmp_path: Path) -> None:
-    """The emulator's own ports: run only when nothing else holds them."""
+@contextmanager
+def serve_with_no_arguments(tmp_path: Path) -> Iterator[dict]:
+    """`sbfed broker serve` on the emulator's own ports (5672, 5300): the test is skipped when something else
+    holds them."""
     if not emulator_ports_free():
         pytest.skip("5672 or 5300 is taken on this machine; the string is covered on other ports above")
     broker = ServeProcess(tmp_path, "--in-memory")
-    namespace = broker.wait_ready()
     try:
+        yield broker.wait_ready()
+    finally:
+        broker.stop()
+
+
+def test_the_documented_string_against_serve_with_no_arguments(tmp_path: Path) -> None:
+    with serve_with_no_arguments(tmp_path) as namespace:
         seen = run_js("emulator_round_trip.mjs", None, "queue.1",
                       env={"SB_CONNECTION_STRING": DOCUMENTED, "NODE_EXTRA_CA_CERTS": namespace["cert_path"],
                            "SB_ADMIN_CONNECTION_STRING": DOCUMENTED.replace("localhost;", "localhost:5300;")})
-        assert seen == {"body": "from the JS SDK", "messageId": "js-1", "queues": "queue.1"}
-    finally:
-        broker.stop()
+    assert seen == {"body": "from the JS SDK", "messageId": "js-1", "queues": "queue.1"}

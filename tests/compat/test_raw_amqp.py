@@ -1,6 +1,7 @@
 """Raw AMQP (python-qpid-proton as the client) for the forms official SDKs send that no installed SDK does:
 every way a client names the link a `$cbs` or `$management` reply goes to, a put-token on a fresh connection
-before any other link, and a request sent before its reply link is attached."""
+before any other link, a request sent before its reply link is attached, the settlement modes go-amqp asks
+for, and the lock token where the Go SDK reads it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from proton import Described, Message, Timeout, symbol, ulong
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from proton import UNDESCRIBED, Array, Data, Described, Link, Message, Timeout, symbol, uint, ulong
 from proton.reactor import LinkOption
 from proton.utils import BlockingConnection, LinkDetached
 
@@ -263,3 +265,50 @@ def test_replies_waiting_for_a_reply_link_are_bounded_and_the_newest_kept(namesp
             break
         receiver.accept()
     assert answered == sent[-MAX_UNROUTED_REPLIES:]
+
+
+@dataclass(frozen=True)
+class SettleModes(LinkOption):
+    """Asks for settlement modes, as go-amqp does (and then refuses an attach that answers others)."""
+
+    snd: int
+    rcv: int
+
+    def apply(self, link) -> None:
+        link.snd_settle_mode, link.rcv_settle_mode = self.snd, self.rcv
+
+
+@pytest.mark.parametrize(("node", "snd"), [("$cbs", Link.SND_SETTLED), ("q", Link.SND_SETTLED),
+                                           ("q", Link.SND_UNSETTLED), ("q", Link.SND_MIXED)])
+def test_an_attach_answers_with_the_settlement_modes_asked_for(namespace, connection, node, snd) -> None:
+    authorize(connection, namespace)
+    receiver = connection.create_receiver(node, credit=0, options=SettleModes(snd, Link.RCV_FIRST))
+    sender = connection.create_sender(node, options=SettleModes(snd, Link.RCV_FIRST))
+    for link in (receiver.link, sender.link):
+        assert (link.remote_snd_settle_mode, link.remote_rcv_settle_mode) == (snd, Link.RCV_FIRST)
+
+
+def test_a_deferred_message_returned_by_sequence_number_carries_its_lock_token_as_a_delivery_annotation(
+        namespace, connection) -> None:
+    """The Go SDK settles a deferred message with the token it reads from the message's delivery annotation
+    `x-opt-lock-token`; the others read the reply's `lock-token`: both are there, the same uuid."""
+    with ServiceBusClient.from_connection_string(namespace.connection_string) as client:
+        with client.get_queue_sender("q") as sender:
+            sender.send_messages(ServiceBusMessage("later"))
+        with client.get_queue_receiver("q", max_wait_time=5) as receiver:
+            [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            receiver.defer_message(message)
+    authorize(connection, namespace)
+    node = "q/$management"
+    body = {"sequence-numbers": Array(UNDESCRIBED, Data.LONG, message.sequence_number),
+            "receiver-settle-mode": uint(1)}
+    request_message = Message(id=uuid.uuid4(), body=body,
+                              properties={"operation": "com.microsoft:receive-by-sequence-number"})
+    form = forms(node)["receiver target (.NET, Go, JS $management)"]
+    reply = request(connection, node, form, request_message)
+    assert reply.properties["statusCode"] == 200
+    [entry] = reply.body["messages"]
+    deferred = Message()
+    deferred.decode(entry["message"])
+    assert deferred.instructions == {symbol("x-opt-lock-token"): entry["lock-token"]}
+    assert isinstance(entry["lock-token"], uuid.UUID) and deferred.body == b"later"

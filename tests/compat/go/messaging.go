@@ -148,9 +148,11 @@ func scheduleAndCancel(client *azservicebus.Client) doc {
 	numbers := mustGet(s.ScheduleMessages(background, []*azservicebus.Message{
 		withID("kept", "kept"), withID("cancelled", "cancelled")}, soon, nil))
 	must(s.CancelScheduledMessages(background, numbers[1:], nil))
+	// The other way the SDK schedules: a sent message with a scheduled enqueue time (an annotation).
+	must(s.SendMessage(background, &azservicebus.Message{Body: []byte("annotated"), ScheduledEnqueueTime: &soon}, nil))
 	r := receiver(client, "schedule", nil)
 	peeked := mustGet(r.PeekMessages(background, 10, nil))
-	messages := receiveAndComplete(r, 1, 4*time.Second)
+	messages := receiveAndComplete(r, 2, 4*time.Second)
 	messages = append(messages, receiveWithin(r, 1, 500*time.Millisecond)...) // none: the cancelled one is gone
 	must(s.Close(background))
 	must(r.Close(background))
