@@ -21,6 +21,8 @@ there is room and sends are accepted again.
 from __future__ import annotations
 
 import hashlib
+import json
+import json.scanner
 import math
 import os
 import sqlite3
@@ -144,6 +146,16 @@ def _payload_data(c: MessageContent, properties: dict[str, Any]) -> str:
     return dumps(_content(c, properties))
 
 
+# A stored record's JSON read by the C scanner itself (json.loads costs twice as much around it); the
+# store wrote it, so it is one complete value.
+_scan = json.scanner.c_make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+_STATES = tuple(MessageState)
+
+
+def _record_of(text: str) -> Any:
+    return _scan(text, 0)[0]
+
+
 def _token(m: Message) -> bytes | None:
     return None if m.lock_token is None else m.lock_token.bytes
 
@@ -181,16 +193,20 @@ def _message(template: Message, uid: int, seq: int, record: list[Any],
              state: list[Any] | None) -> Message:
     """One stored copy: its own state (`record`, with `state` from message_states over its first four
     fields) over the content it shares with the payload's other copies."""
+    return _stamped(template.copy(), uid, seq, record, state)
+
+
+def _stamped(m: Message, uid: int, seq: int, record: list[Any], state: list[Any] | None) -> Message:
+    """`m` with the state of a stored row (see _message)."""
     delivery_count, message_state, locked_until, token, enqueued_time, expires, size, properties, _ = record
     if state is not None:
         delivery_count, message_state, locked_until, lock_token = state
     else:
         lock_token = None if token is None else bytes.fromhex(token)
-    m = template.copy()
     m.uid = uid
     m.sequence_number = seq
     m.delivery_count = delivery_count
-    m.state = MessageState(message_state)
+    m.state = _STATES[message_state]
     m.locked_until = locked_until
     m.lock_token = None if lock_token is None else uuid.UUID(bytes=lock_token)
     m.enqueued_time = enqueued_time
@@ -398,12 +414,10 @@ class SqliteStore:
     def _loaded(self, row: Any, templates: dict[int, Message]) -> Message:
         """A message from its row (`_ROW`); copies of one topic message share the content of `templates`."""
         uid, seq, text, payload, body, changed, *state = row
-        record = loads(text)
+        record = _record_of(text)
         own_state = None if changed is None else state
-        if payload is None:  # the row holds its own content
-            m = _message(_template(0, record[8], body), uid, seq, record, own_state)
-            m.content.shared = False  # the template is dropped: the content is this message's alone
-            return m
+        if payload is None:  # the row holds its own content: the message is made around it once
+            return _stamped(_template(0, record[8], body), uid, seq, record, own_state)
         template = templates.get(payload)
         if template is None:
             data, payload_body = self._db.execute(
