@@ -96,6 +96,7 @@ class Namespace(
         self._callbacks: list[Callable[[str], None]] = []
         self._available: dict[SubQueue, None] = {}
         self._pending: dict[SubQueue, None] = {}  # sub-queues whose tail holds unwritten messages
+        self._spilling: dict[SubQueue, None] = {}  # subscriptions with more lazy copies than WINDOW
         self._journal.config = self._config_record()  # a new store learns its namespace; a restore discards
 
     @classmethod
@@ -139,8 +140,8 @@ class Namespace(
         except BrokerError:
             self._reload()
             raise
-        if self._pending:
-            self._drop_pending()
+        if self._pending or self._spilling:
+            self._after_commit()
 
     def has_storage_room(self) -> bool:
         """False while the store's disk is (nearly) full and sends are refused."""

@@ -4,11 +4,12 @@ With a store that pages (SQLite), the main sub-queue of a queue or subscription 
 entity is not partitioned has a `Tail`. Its messages in memory (the window: ready, locked, deferred,
 returned) stay at most WINDOW; an active, unlocked message placed while the window is full, or while the
 tail holds any, joins the tail: it is counted and sized, kept in `pending` until the commit has written
-it, then dropped from memory. A restart leaves the plain messages of every such sub-queue in the store
-(`SqliteStore.load` counts them). When the window has nothing ready, `receive` reads the next PAGE
-messages numbered after the last one read, then the pending ones; they are placed as if they had just
-arrived (and expire then, as Service Bus expires messages lazily). `peek` merges the window with the
-tail's messages read from the store without keeping them.
+it, then dropped from memory. A subscription holding more than WINDOW lazy copies (fanout.py) moves them
+all into its tail once the commit has written their rows. A restart leaves the plain messages of every
+such sub-queue in the store (`SqliteStore.load` counts them). When the window has nothing ready, `receive`
+reads the next PAGE messages numbered after the last one read, then the pending ones; they are placed as
+if they had just arrived (and expire then, as Service Bus expires messages lazily). `peek` merges the
+window with the tail's messages read from the store without keeping them.
 
 The sub-queue's order stays the sequence order: every message in the tail is newer than every message
 in the window except those returned (abandoned, unlocked) or restored with a state of their own.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from local_broker.engine.entities import PAGE, SubQueue, Subscription, Tail, Topic
+from local_broker.engine.entities import PAGE, WINDOW, SubQueue, Subscription, Tail, Topic
 from local_broker.engine.message import Message
 from local_broker.engine.placement import INF
 
@@ -54,8 +55,9 @@ class Paging:
         self._pending[sq] = None
         self._available[sq] = None
 
-    def _drop_pending(self) -> None:
-        """After a commit: the pending messages are stored; memory lets them go."""
+    def _after_commit(self) -> None:
+        """The commit wrote the pending messages and every lazy copy: memory lets them go (a lazy copy
+        becomes one of the tail's rows, its topic message a reference fewer)."""
         for sq in self._pending:
             tail = sq.tail
             if tail is not None:
@@ -63,6 +65,17 @@ class Paging:
                     m.entity = None
                 tail.pending.clear()
         self._pending = {}
+        for sq in self._spilling:
+            tail, lazy = sq.tail, sq.lazy
+            if tail is None or len(lazy) <= WINDOW:
+                continue
+            if not tail.count:  # what the store holds numbered before it is in memory, or gone
+                tail.after = lazy[0].sequence_number - 1
+            while lazy:
+                m = lazy.popleft()
+                tail.count += 1
+                tail.size += m.size
+        self._spilling = {}
 
     def _adopt(self, sq: SubQueue, m: Message) -> None:
         """A message of the tail joins the window, ready (as `_place` puts an arrival)."""

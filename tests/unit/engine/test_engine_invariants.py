@@ -179,7 +179,8 @@ def test_random_streams_keep_every_message_exactly_once(
     seed: int, window: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if window is not None:  # main sub-queues keep 3 messages in memory, the rest in the store (paging.py)
-        monkeypatch.setattr("local_broker.engine.placement.WINDOW", window)
+        for module in ("placement", "fanout", "paging"):
+            monkeypatch.setattr(f"local_broker.engine.{module}.WINDOW", window)
         monkeypatch.setattr("local_broker.engine.paging.PAGE", 2)
     clock = FakeClock()
     ns = Namespace.open(SqliteStore(tmp_path / "ns.db", synchronous="OFF"), clock=clock)

@@ -22,7 +22,8 @@ from local_broker.store import SqliteStore
 
 @pytest.fixture(autouse=True)
 def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("local_broker.engine.placement.WINDOW", 3)
+    for module in ("placement", "fanout", "paging"):
+        monkeypatch.setattr(f"local_broker.engine.{module}.WINDOW", 3)
     monkeypatch.setattr("local_broker.engine.paging.PAGE", 2)
 
 
@@ -166,3 +167,38 @@ def test_deleting_an_entity_forgets_its_unwritten_and_pending_messages(tmp_path:
     ns = opened(tmp_path / "ns.db", FakeClock())
     assert ns.get_queue_runtime_properties("q").total_message_count == 0
     assert ns.peek("q", 0, 10) == []
+
+
+def test_a_subscriptions_lazy_copies_beyond_the_window_leave_memory_once_written(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns = opened(tmp_path / "ns.db", clock)
+    ns.create_topic(TopicProperties("t"))
+    for name in "ab":
+        ns.create_subscription("t", SubscriptionProperties(name))
+    send(ns, "t", range(5))  # lazy copies: the topic messages themselves, until the commit wrote their rows
+    a = ns._topics["t"].subscriptions["a"].main
+    assert len(a.lazy) == 5 and a.tail.count == 0
+    ns.commit()
+    assert len(a.lazy) == 0 and a.tail.count == 5 and not a.messages
+    send(ns, "t", range(5, 7))  # newer lazy copies stay lazy behind the tail
+    assert ids(ns.peek("t/Subscriptions/a", 0, 100)) == [f"m{i}" for i in range(7)]
+    assert ns.get_subscription_runtime_properties("t", "a").active_message_count == 7
+    got = ns.receive("t/Subscriptions/a", 100)
+    assert ids(got) == [f"m{i}" for i in range(7)]
+    ns.complete("t/Subscriptions/a", [m.lock_token for m in got])
+    ns.commit()
+    b = ns.receive("t/Subscriptions/b", 100, ReceiveMode.RECEIVE_AND_DELETE)
+    assert ids(b) == [f"m{i}" for i in range(7)]
+
+
+def test_lazy_copies_given_records_while_the_store_holds_older_ones_queue_behind_them(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns = opened(tmp_path / "ns.db", clock)
+    ns.create_topic(TopicProperties("t"))
+    ns.create_subscription("t", SubscriptionProperties("a"))
+    send(ns, "t", range(5))
+    ns.commit()  # copies 0-4 in the store
+    send(ns, "t", range(5, 7))
+    ns.create_subscription("t", SubscriptionProperties("b"))  # a plan change: copies 5, 6 get records
+    send(ns, "t", range(7, 8))
+    assert ids(ns.receive("t/Subscriptions/a", 100)) == [f"m{i}" for i in range(8)]
