@@ -377,17 +377,23 @@ class SqliteStore:
                 *db.execute(f"SELECT m.sub, {_ROW} {_FROM} WHERE m.owner = ? AND m.sub > 0", (owner,)),
                 *db.execute(f"SELECT m.sub, {_ROW} {_FROM} WHERE m.owner = ? AND m.sub = 0 AND m.plain = 0",
                             (owner,)),
-                *db.execute(f"SELECT m.sub, {_ROW} FROM message_states s JOIN messages m ON m.uid = s.uid "
-                            "WHERE m.owner = ? AND m.sub = 0 AND m.plain = 1", (owner,)),
+                *db.execute(f"SELECT m.sub, {_ROW} FROM message_states s CROSS JOIN messages m "
+                            "ON m.uid = s.uid WHERE m.owner = ? AND m.sub = 0 AND m.plain = 1", (owner,)),
             ]
             rows.sort(key=lambda r: (r[0], r[2], r[1]))  # sub-queue, sequence number, uid
             messages += [(owner, r[0], self._loaded(r[1:], templates)) for r in rows]
+            # The plain rows, counted in the index alone, less those a state row overrides (loaded above;
+            # CROSS JOIN: from the few state rows, not through every plain row of the index).
             count, size = db.execute(
-                "SELECT count(*), total(size) FROM messages m WHERE owner = ? AND sub = 0 AND plain = 1 "
-                "AND NOT EXISTS (SELECT 1 FROM message_states s WHERE s.uid = m.uid)", (owner,)
+                "SELECT count(*), total(size) FROM messages WHERE owner = ? AND sub = 0 AND plain = 1",
+                (owner,),
             ).fetchone()
-            if count:
-                tails[owner] = (count, int(size))
+            changed, changed_size = db.execute(
+                "SELECT count(*), total(m.size) FROM message_states s CROSS JOIN messages m ON m.uid = s.uid "
+                "WHERE m.owner = ? AND m.sub = 0 AND m.plain = 1", (owner,)
+            ).fetchone()
+            if count > changed:
+                tails[owner] = (count - changed, int(size - changed_size))
         dedup = list(db.execute("SELECT owner, message_id, at FROM dedup ORDER BY at"))
         sessions = [
             (o, s, bytes(b)) for o, s, b in db.execute("SELECT owner, session_id, state FROM session_states")
