@@ -181,6 +181,24 @@ class Session:
         self.state: bytes | None = None
 
 
+WINDOW = 2000  # messages a paged main sub-queue holds in memory before new arrivals stay in the store
+PAGE = 500  # messages read from the store at a time
+
+
+class Tail:
+    """The messages of a main sub-queue kept in the store only (see paging.py): `count` of them, `size`
+    bytes (part of the sub-queue's), all numbered after `after` (the last one read); `pending` holds those
+    placed since the last commit (in memory until it has written them)."""
+
+    __slots__ = ("after", "count", "pending", "size")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.size = 0
+        self.after = 0
+        self.pending: deque[Message] = deque()
+
+
 class SubQueue:
     """The messages of one address: a queue or subscription, or its (transfer) dead-letter queue.
 
@@ -207,6 +225,7 @@ class SubQueue:
         "session_locks",
         "sessions",
         "size",
+        "tail",
         "total",
     )
 
@@ -226,6 +245,7 @@ class SubQueue:
         self.browse = BrowseIndex(self)
         self.lazy: deque[Message] | tuple[()] = ()  # a deque in a subscription's main sub-queue
         self.lazy_ttl = 0.0
+        self.tail: Tail | None = None  # a main sub-queue whose backlog may stay in the store (paging.py)
 
     def holds_lazy(self, message: Message) -> bool:
         """Whether the lazy copy of `message` placed here is still lazy: lazy copies leave in order from

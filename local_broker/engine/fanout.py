@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Callable
 
 from local_broker.engine.entities import (
+    WINDOW,
     SubQueue,
     Topic,
 )
@@ -22,6 +23,16 @@ from local_broker.engine.message import (
 from local_broker.engine.placement import INF
 from local_broker.engine.properties import EntityStatus
 from local_broker.rules.errors import FilterEvaluationError
+
+
+def _copy_record(sq: SubQueue, m: Message) -> Message:
+    """The record of the lazy copy `m` of `sq`, not yet placed."""
+    copy = m.copy()
+    copy.uid = m.uid + sq.entity.ordinal
+    copy.expires_at = m.expiry(sq.lazy_ttl)
+    copy.entity = sq
+    copy.persisted = m.persisted  # its row is written with the message's lazy copies, or with it
+    return copy
 
 
 class Fanout:
@@ -100,6 +111,8 @@ class Fanout:
                 main = route.main
                 if main is not None:
                     main.lazy.append(m)
+                    if len(main.lazy) > WINDOW and main.tail is not None:
+                        self._spilling[main] = None  # written at the commit, then left in the store
                     main.size += size
                     available[main] = None
                     sub.enqueued += 1
@@ -131,23 +144,28 @@ class Fanout:
     def _own_copy(self, sq: SubQueue, m: Message) -> Message:
         """The record of the lazy copy `m` just taken off the front of `sq.lazy`, in `sq` (not yet ready,
         locked, or watched for expiry: its caller decides)."""
-        copy = m.copy()
-        copy.uid = uid = m.uid + sq.entity.ordinal
-        copy.expires_at = m.expiry(sq.lazy_ttl)
-        copy.entity = sq
-        copy.persisted = m.persisted  # its row is written with the message's lazy copies, or with it
-        sq.messages[uid] = copy
+        copy = _copy_record(sq, m)
+        sq.messages[copy.uid] = copy
         sq.browse.add(copy)
         return copy
 
     def _materialize(self, sq: SubQueue, until: float) -> None:
-        """Give the lazy copies of `sq` numbered up to `until` records of their own, in order, ready."""
-        lazy, journal = sq.lazy, self._journal
+        """Give the lazy copies of `sq` numbered up to `until` records of their own, in order, ready (or,
+        while older messages of `sq` wait in the store, in its tail after them: paging.py)."""
+        lazy, journal, tail = sq.lazy, self._journal, sq.tail
         while lazy and lazy[0].sequence_number <= until:
-            m = self._own_copy(sq, lazy.popleft())
-            sq.ready.fresh.append(m)
-            if m.expires_at != INF:
-                self._watch_expiry(m)
+            if tail is not None and tail.count:
+                m = _copy_record(sq, lazy.popleft())
+                if m.persisted:  # its row is written: one more for the tail to read
+                    tail.count += 1
+                    tail.size += m.size
+                    continue
+                self._to_tail(sq, m)
+            else:
+                m = self._own_copy(sq, lazy.popleft())
+                sq.ready.fresh.append(m)
+                if m.expires_at != INF:
+                    self._watch_expiry(m)
             if not m.persisted:
                 journal.put(m)  # no longer lazy: the journal's lazy rows leave it out
 

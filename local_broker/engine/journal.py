@@ -85,7 +85,7 @@ class Journal:
         self.counters.pop(key, None)
         self.entities_deleted.add(key)
         for sq in entity.sub_queues():
-            for m in sq.messages.values():
+            for m in [*sq.messages.values(), *(sq.tail.pending if sq.tail is not None else ())]:
                 self.full.pop(m.uid, None)
                 self.state.pop(m.uid, None)
 

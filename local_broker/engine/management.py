@@ -97,6 +97,7 @@ class Management:
 
     def _unregister(self, entity: Queue | Topic | Subscription) -> None:
         self._reroute(entity)
+        self._journal.entity_deleted(entity)  # before its messages leave: unwritten ones are forgotten
         key = entity.key
         for suffix in ("", "/$deadletterqueue", "/$transfer/$deadletterqueue"):
             self._addresses.pop(key + suffix, None)
@@ -106,10 +107,10 @@ class Management:
                 m.entity = None
             sq.messages.clear()
             sq.lazy = ()
+            sq.tail = None
             sq.session_locks.clear()
         if isinstance(entity, Queue | Topic):
             entity.scheduled.clear()
-        self._journal.entity_deleted(entity)
 
     @staticmethod
     def _reroute(entity: Any) -> None:
@@ -262,6 +263,7 @@ class Management:
         self._reroute(entity)
         entity.accessed = self.clock.now()
         self._register(entity)
+        self._page_tail(entity)  # type: ignore[attr-defined]
         self._journal.entity(entity)
         self._watch_idle(entity)
         return self._stamp(entity.props, entity)
@@ -486,7 +488,10 @@ class Management:
 
     @staticmethod
     def _add_counts(rp: RuntimeProperties, entity: Queue | Subscription, scheduled: int) -> None:
-        rp.active_message_count += len(entity.main.messages) + len(entity.main.lazy) - scheduled
+        tail = entity.main.tail
+        rp.active_message_count += (
+            len(entity.main.messages) + len(entity.main.lazy) + (tail.count if tail else 0) - scheduled
+        )
         rp.dead_letter_message_count += len(entity.dlq.messages)
         rp.transfer_dead_letter_message_count += len(entity.tdlq.messages)
         rp.size_in_bytes += entity.main.size + entity.dlq.size + entity.tdlq.size
@@ -583,4 +588,18 @@ class Management:
             if token is not None:
                 sq.locked[token.int] = m
                 heapq.heappush(self._lock_heap, (m.locked_until, next(self._ticket), [m]))
-        self._uids = itertools.count(top_uid + 1)
+        self._uids = itertools.count(max(top_uid, state.top_uid) + 1)
+        for entity in list(self._addresses.values()):
+            if isinstance(entity, Queue | Subscription):
+                self._page_tail(entity)  # type: ignore[attr-defined]
+        for owner, (count, size) in state.tails.items():  # plain messages the store left on disk
+            entity = self._addresses.get(owner)
+            if not isinstance(entity, Queue | Subscription):
+                continue
+            sq = entity.main
+            if sq.tail is not None:
+                sq.tail.count, sq.tail.size = count, size
+                sq.resize(size)
+            else:  # sessions or partitions: this sub-queue keeps everything in memory
+                for m in self._store.page(owner, int(sq.kind), 0, None):  # type: ignore[attr-defined]
+                    self._place(sq, m)  # type: ignore[attr-defined]

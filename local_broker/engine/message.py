@@ -112,7 +112,7 @@ class MessageContent:
     `payload_properties` the property dict stored with it; a stored content is never changed either.
     """
 
-    __slots__ = (*CONTENT_FIELDS, "payload", "payload_properties", "shared")
+    __slots__ = (*CONTENT_FIELDS, "__weakref__", "payload", "payload_properties", "shared")
 
     def clone(self) -> MessageContent:
         twin = _new(MessageContent)

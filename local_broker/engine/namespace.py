@@ -2,8 +2,8 @@
 
 `Namespace` is put together from one mixin per concern (docs/engine-api.md, "Where things are"): this
 module holds its construction, commit and reload, availability callbacks and addressing; sending.py,
-fanout.py, receiving.py, settlement.py, sessions.py, deadlines.py, placement.py and deletion.py the messaging;
-management.py entities and rules; transactions.py transactions. One thread owns a Namespace.
+fanout.py, receiving.py, settlement.py, sessions.py, deadlines.py, paging.py, placement.py and deletion.py
+the messaging; management.py entities and rules; transactions.py transactions. One thread owns a Namespace.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from local_broker.engine.filtering import Target
 from local_broker.engine.journal import Journal, NullJournal
 from local_broker.engine.management import Management
 from local_broker.engine.message import Message
+from local_broker.engine.paging import Paging
 from local_broker.engine.placement import MAIN, Placement
 from local_broker.engine.properties import EntityStatus, NamespaceConfig
 from local_broker.engine.receiving import Receiving
@@ -47,7 +48,17 @@ from local_broker.store.base import MemoryStore, Store
 
 
 class Namespace(
-    Sending, Fanout, Receiving, Settlement, Sessions, Deadlines, Placement, Management, Transactions, Deletion
+    Sending,
+    Fanout,
+    Receiving,
+    Settlement,
+    Sessions,
+    Deadlines,
+    Paging,
+    Placement,
+    Management,
+    Transactions,
+    Deletion,
 ):
     """See docs/engine-api.md for the contract the wire adapters rely on."""
 
@@ -84,6 +95,8 @@ class Namespace(
         self._idle_heap: list[tuple[float, int, Any]] = []
         self._callbacks: list[Callable[[str], None]] = []
         self._available: dict[SubQueue, None] = {}
+        self._pending: dict[SubQueue, None] = {}  # sub-queues whose tail holds unwritten messages
+        self._spilling: dict[SubQueue, None] = {}  # subscriptions with more lazy copies than WINDOW
         self._journal.config = self._config_record()  # a new store learns its namespace; a restore discards
 
     @classmethod
@@ -127,6 +140,8 @@ class Namespace(
         except BrokerError:
             self._reload()
             raise
+        if self._pending or self._spilling:
+            self._after_commit()
 
     def has_storage_room(self) -> bool:
         """False while the store's disk is (nearly) full and sends are refused."""

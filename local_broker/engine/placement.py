@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from local_broker.engine.entities import (
+    WINDOW,
     Queue,
     SubQueue,
     SubQueueKind,
@@ -58,11 +59,21 @@ class Placement:
         if not m.uid:
             m.uid = next(self._uids)
         m.entity = sq
-        sq.messages[m.uid] = m
-        sq.browse.add(m)
         sq.size += m.size
         sq.total.size += m.size
         state = m.state
+        tail = sq.tail
+        if (
+            tail is not None
+            and state is ACTIVE
+            and m.lock_token is None
+            and (tail.count or len(sq.messages) >= WINDOW)
+        ):
+            self._to_tail(sq, m)
+            self._journal.put(m)
+            return
+        sq.messages[m.uid] = m
+        sq.browse.add(m)
         sessions = sq.sessions
         if sessions is not None and sq.kind is MAIN:
             s = sessions.get(m.session_id)  # type: ignore[arg-type]

@@ -73,9 +73,12 @@ class Receiving:
         lazy, own_copy = sq.lazy, self._own_copy
         new_token = self._tokens.new
         expiring: list[Message] = []
+        tail = sq.tail
         while len(out) < max_count:
             m = pop() if fresh or returned else None
             if m is None:
+                if tail is not None and tail.count and self._page_in(sq, max_count - len(out)):
+                    continue
                 if not lazy:
                     break
                 m = own_copy(sq, lazy.popleft())
@@ -111,6 +114,9 @@ class Receiving:
         sq = self._sub_queue(path)
         sq.entity.accessed = self.clock.now()
         found = sq.browse.peek(from_sequence_number, max_count, session_id)
+        tail = sq.tail
+        if tail is not None and tail.count:  # lazy copies are newer than the tail too
+            found = self._peek_tail(sq, found, from_sequence_number, max_count)
         lazy = sq.lazy
         if lazy and len(found) < max_count:  # lazy copies come after every message with a record
             start = bisect.bisect_left(lazy, from_sequence_number, key=attrgetter("sequence_number"))

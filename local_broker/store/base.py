@@ -52,10 +52,14 @@ class StoredState:
     messages: list[tuple[str, int, Message]]  # (owner, sub-queue kind, message) by owner, kind, sequence
     dedup: list[tuple[str, str, float]]
     session_states: list[tuple[str, str, bytes]]
+    # Plain messages of main sub-queues left in the store (see SqliteStore.load): owner -> (count, bytes).
+    tails: dict[str, tuple[int, int]] = field(default_factory=dict)
+    top_uid: int = 0  # the highest message uid stored
 
 
 class Store(Protocol):
     journaled: bool
+    pages: bool  # whether `load` may leave messages in the store for `page` to read (see SqliteStore)
 
     def load(self) -> StoredState | None:
         """The saved state, or None for a new store."""
@@ -77,6 +81,7 @@ class MemoryStore:
     """Keeps nothing outside the engine's memory: the namespace lives as long as the process."""
 
     journaled = False
+    pages = False
 
     def load(self) -> StoredState | None:
         return None

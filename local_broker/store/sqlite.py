@@ -21,12 +21,15 @@ there is room and sends are accepted again.
 from __future__ import annotations
 
 import hashlib
+import json
+import json.scanner
 import math
 import os
 import sqlite3
 import struct
 import time
 import uuid
+import weakref
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,7 @@ from local_broker.engine.message import Message, MessageContent, MessageState
 from local_broker.store.base import ChangeSet, StoredState
 from local_broker.store.codec import decode_properties, dumps, encode_properties, loads
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 RESERVE_BYTES = 8 * 1024 * 1024
 ROOM_CHECK_SECONDS = 0.5  # how stale the free-space reading may be
 FOLD_SETTLED = 4096  # settled message ids the log holds before they are deleted from the database
@@ -70,7 +73,10 @@ _MESSAGE_TABLES = (
     # (null: its content's), content]. The content is in the row itself (`content` as a payload's `data`,
     # `body`) when no other message shares it (a queue's messages: one row per send); else `payload`
     # references the content stored once for all the copies of a topic message (`content` null).
-    # Few columns: each one bound costs the hot path more than its part of one JSON text.
+    # Few columns: each one bound costs the hot path more than its part of one JSON text. `size` (the
+    # record's) and `plain` (1: the record says active and unlocked, so a paged sub-queue may leave the
+    # message on disk) are read by the index alone: a restart counts and sizes a backlog without reading
+    # its rows, and a sub-queue reads the next ones in order (see load and page).
     """CREATE TABLE messages (
         uid INTEGER PRIMARY KEY,
         owner TEXT NOT NULL,
@@ -78,9 +84,11 @@ _MESSAGE_TABLES = (
         seq INTEGER NOT NULL,
         record TEXT NOT NULL,
         payload INTEGER,
-        body BLOB
+        body BLOB,
+        size INTEGER NOT NULL DEFAULT 0,
+        plain INTEGER NOT NULL DEFAULT 0
     )""",
-    "CREATE INDEX messages_owner ON messages (owner, sub, seq)",
+    "CREATE INDEX messages_owner ON messages (owner, sub, plain, seq, size)",
     # A payload's references are counted through this index: the payload goes with its last message row,
     # however that row goes (settled, expired, purged, its entity deleted) or when it takes another payload.
     # Rows holding their own content are not in it, and their deletes skip the count.
@@ -93,11 +101,22 @@ _MESSAGE_TABLES = (
             AND NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
        BEGIN DELETE FROM payloads WHERE id = OLD.payload; END""",
 )
-_INSERT_MESSAGE = "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MESSAGE = "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _PUT_MESSAGE = (
     _INSERT_MESSAGE + " ON CONFLICT (uid) DO UPDATE SET "
-    + ", ".join(f"{name} = excluded.{name}" for name in ("owner", "sub", "seq", "record", "payload", "body"))
+    + ", ".join(f"{name} = excluded.{name}"
+                for name in ("owner", "sub", "seq", "record", "payload", "body", "size", "plain"))
 )
+# What migrations insert (schema-4 columns); `_index_columns` then fills size and plain from the records.
+_INSERT_OLD_ROW = (
+    "INSERT INTO messages (uid, owner, sub, seq, record, payload, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+# Columns a loaded message is built from (see _loaded).
+_ROW = (
+    "m.uid, m.seq, m.record, m.payload, m.body, s.uid, s.delivery_count, s.state, s.locked_until, "
+    "s.lock_token"
+)
+_FROM = "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid"
 
 
 # The content fields a payload's `data` holds, in order (body, annotations and properties apart).
@@ -125,6 +144,16 @@ def _record(delivery_count: int, state: int, locked_until: float | None, lock_to
 def _payload_data(c: MessageContent, properties: dict[str, Any]) -> str:
     """A payload row's `data`."""
     return dumps(_content(c, properties))
+
+
+# A stored record's JSON read by the C scanner itself (json.loads costs twice as much around it); the
+# store wrote it, so it is one complete value.
+_scan = json.scanner.c_make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+_STATES = tuple(MessageState)
+
+
+def _record_of(text: str) -> Any:
+    return _scan(text, 0)[0]
 
 
 def _token(m: Message) -> bytes | None:
@@ -164,16 +193,20 @@ def _message(template: Message, uid: int, seq: int, record: list[Any],
              state: list[Any] | None) -> Message:
     """One stored copy: its own state (`record`, with `state` from message_states over its first four
     fields) over the content it shares with the payload's other copies."""
+    return _stamped(template.copy(), uid, seq, record, state)
+
+
+def _stamped(m: Message, uid: int, seq: int, record: list[Any], state: list[Any] | None) -> Message:
+    """`m` with the state of a stored row (see _message)."""
     delivery_count, message_state, locked_until, token, enqueued_time, expires, size, properties, _ = record
     if state is not None:
         delivery_count, message_state, locked_until, lock_token = state
     else:
         lock_token = None if token is None else bytes.fromhex(token)
-    m = template.copy()
     m.uid = uid
     m.sequence_number = seq
     m.delivery_count = delivery_count
-    m.state = MessageState(message_state)
+    m.state = _STATES[message_state]
     m.locked_until = locked_until
     m.lock_token = None if lock_token is None else uuid.UUID(bytes=lock_token)
     m.enqueued_time = enqueued_time
@@ -208,8 +241,9 @@ def _migrate_from_2(db: sqlite3.Connection) -> None:
             payload = payloads[key] = uid
             db.execute("INSERT INTO payloads VALUES (?, ?, ?)", (payload, content, body))
         record = _record(delivery_count, state, locked_until, lock_token, d[13], d[14], d[18], None, None)
-        db.execute(_INSERT_MESSAGE, (uid, owner, sub, seq, record, payload, None))
+        db.execute(_INSERT_OLD_ROW, (uid, owner, sub, seq, record, payload, None))
     db.execute("DROP TABLE messages_v2")
+    _index_columns(db)
     db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
     db.execute("COMMIT")
 
@@ -231,19 +265,42 @@ def _migrate_from_3(db: sqlite3.Connection) -> None:
     )
     for uid, owner, sub, seq, *state, properties, payload in rows:
         record = _record(*state, None if properties is None else loads(properties), None)
-        db.execute(_INSERT_MESSAGE, (uid, owner, sub, seq, record, payload, None))
+        db.execute(_INSERT_OLD_ROW, (uid, owner, sub, seq, record, payload, None))
     db.execute("DROP TABLE messages_v3")
+    _index_columns(db)
     db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
     db.execute("COMMIT")
 
 
-_MIGRATIONS = {2: _migrate_from_2, 3: _migrate_from_3}
+def _index_columns(db: sqlite3.Connection) -> None:
+    """Fill `size` and `plain` from each row's record (migrations, inside their transaction)."""
+    db.execute(
+        "UPDATE messages SET size = json_extract(record, '$[6]'), "
+        "plain = (json_extract(record, '$[1]') = 0 AND json_extract(record, '$[3]') IS NULL)"
+    )
+
+
+def _migrate_from_4(db: sqlite3.Connection) -> None:
+    """Schema 5 adds a message row's size and whether it is plain (active, unlocked) as columns in the
+    owner index, so a restart need not read the rows of a backlog. In one transaction."""
+    db.execute("BEGIN")
+    db.execute("DROP INDEX messages_owner")
+    db.execute("ALTER TABLE messages ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE messages ADD COLUMN plain INTEGER NOT NULL DEFAULT 0")
+    _index_columns(db)
+    db.execute(_MESSAGE_TABLES[1])
+    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+    db.execute("COMMIT")
+
+
+_MIGRATIONS = {2: _migrate_from_2, 3: _migrate_from_3, 4: _migrate_from_4}
 
 
 class SqliteStore:
     """`synchronous=FULL` (default) survives power loss; `NORMAL` survives a process kill, faster."""
 
     journaled = True
+    pages = True
 
     def __init__(self, path: str | Path, synchronous: str = "FULL",
                  reserve_bytes: int = RESERVE_BYTES) -> None:
@@ -260,6 +317,8 @@ class SqliteStore:
         # Payload ids are never reused while the store is open (a content in memory keeps its id).
         top = self._db.execute("SELECT max(id) FROM payloads").fetchone()[0]
         self._next_payload: int = (top or 0) + 1
+        # Stored contents in memory by payload id: copies read at different times share theirs again.
+        self._contents: weakref.WeakValueDictionary[int, MessageContent] = weakref.WeakValueDictionary()
         if not self._claim_reserve():
             self._out_of_room()
         self.settled_path = Path(self.path + ".settled")
@@ -296,6 +355,10 @@ class SqliteStore:
             )
 
     def load(self) -> StoredState | None:
+        """The namespace's state, without the plain messages of main sub-queues (the bulk of a backlog):
+        those are counted and sized per owner (`StoredState.tails`, from the index alone) and read with
+        `page` when the engine wants them. Every other message (dead-lettered, scheduled, deferred,
+        locked, or changed since it was written) is loaded."""
         if self._settled:
             self.write(ChangeSet())  # the database alone holds the state: the settled log is folded in
         db = self._db
@@ -306,32 +369,74 @@ class SqliteStore:
             (k, kind, loads(rec)) for k, kind, rec in db.execute("SELECT key, kind, record FROM entities")
         ]
         counters = dict(db.execute("SELECT key, value FROM counters"))
-        payloads = {row[0]: row for row in db.execute("SELECT id, data, body FROM payloads")}
         templates: dict[int, Message] = {}
         messages = []
-        for owner, sub, uid, seq, text, payload, body, changed, *state in db.execute(
-            "SELECT m.owner, m.sub, m.uid, m.seq, m.record, m.payload, m.body, s.uid, s.delivery_count, "
-            "s.state, s.locked_until, s.lock_token "
-            "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid "
-            "ORDER BY m.owner, m.sub, m.seq, m.uid"
-        ):
-            record = loads(text)
-            own_state = None if changed is None else state
-            if payload is None:  # the row holds its own content
-                m = _message(_template(0, record[8], body), uid, seq, record, own_state)
-                m.content.shared = False  # the template is dropped: the content is this message's alone
-                messages.append((owner, sub, m))
-                continue
-            template = templates.get(payload)
-            if template is None:
-                _, data, payload_body = payloads.pop(payload)
-                template = templates[payload] = _template(payload, loads(data), payload_body)
-            messages.append((owner, sub, _message(template, uid, seq, record, own_state)))
+        tails = {}
+        for owner, _, _ in entities:
+            rows = [
+                *db.execute(f"SELECT m.sub, {_ROW} {_FROM} WHERE m.owner = ? AND m.sub > 0", (owner,)),
+                *db.execute(f"SELECT m.sub, {_ROW} {_FROM} WHERE m.owner = ? AND m.sub = 0 AND m.plain = 0",
+                            (owner,)),
+                *db.execute(f"SELECT m.sub, {_ROW} FROM message_states s CROSS JOIN messages m "
+                            "ON m.uid = s.uid WHERE m.owner = ? AND m.sub = 0 AND m.plain = 1", (owner,)),
+            ]
+            rows.sort(key=lambda r: (r[0], r[2], r[1]))  # sub-queue, sequence number, uid
+            messages += [(owner, r[0], self._loaded(r[1:], templates)) for r in rows]
+            # The plain rows, counted in the index alone, less those a state row overrides (loaded above;
+            # CROSS JOIN: from the few state rows, not through every plain row of the index).
+            count, size = db.execute(
+                "SELECT count(*), total(size) FROM messages WHERE owner = ? AND sub = 0 AND plain = 1",
+                (owner,),
+            ).fetchone()
+            changed, changed_size = db.execute(
+                "SELECT count(*), total(m.size) FROM message_states s CROSS JOIN messages m ON m.uid = s.uid "
+                "WHERE m.owner = ? AND m.sub = 0 AND m.plain = 1", (owner,)
+            ).fetchone()
+            if count > changed:
+                tails[owner] = (count - changed, int(size - changed_size))
         dedup = list(db.execute("SELECT owner, message_id, at FROM dedup ORDER BY at"))
         sessions = [
             (o, s, bytes(b)) for o, s, b in db.execute("SELECT owner, session_id, state FROM session_states")
         ]
-        return StoredState(loads(row[0]), entities, counters, messages, dedup, sessions)
+        top_uid = db.execute("SELECT max(uid) FROM messages").fetchone()[0] or 0
+        return StoredState(loads(row[0]), entities, counters, messages, dedup, sessions, tails, top_uid)
+
+    def page(
+        self, owner: str, sub: int, after: int, limit: int | None, before: float = math.inf
+    ) -> list[Message]:
+        """The plain messages `load` left on disk of one sub-queue, numbered after `after` and before
+        `before`, in order: at most `limit` (None: all). Messages that settled since are gone (the settled
+        log is folded in)."""
+        if self._settled:
+            self.write(ChangeSet())
+        templates: dict[int, Message] = {}
+        rows = self._db.execute(
+            f"SELECT {_ROW} {_FROM} WHERE m.owner = ? AND m.sub = ? AND m.plain = 1 AND m.seq > ? "
+            "AND m.seq < ? AND s.uid IS NULL ORDER BY m.seq LIMIT ?",
+            (owner, sub, after, before, -1 if limit is None else limit),
+        )
+        return [self._loaded(r, templates) for r in rows]
+
+    def _loaded(self, row: Any, templates: dict[int, Message]) -> Message:
+        """A message from its row (`_ROW`); copies of one topic message share the content of `templates`."""
+        uid, seq, text, payload, body, changed, *state = row
+        record = _record_of(text)
+        own_state = None if changed is None else state
+        if payload is None:  # the row holds its own content: the message is made around it once
+            return _stamped(_template(0, record[8], body), uid, seq, record, own_state)
+        template = templates.get(payload)
+        if template is None:
+            data, payload_body = self._db.execute(
+                "SELECT data, body FROM payloads WHERE id = ?", (payload,)
+            ).fetchone()
+            template = templates[payload] = _template(payload, loads(data), payload_body)
+            content = self._contents.get(payload)
+            if content is None:
+                self._contents[payload] = template.content
+            else:
+                template.content = content
+                template.application_properties = content.payload_properties
+        return _message(template, uid, seq, record, own_state)
 
     def write(self, changes: ChangeSet) -> None:
         deleted = changes.messages_deleted
@@ -438,7 +543,8 @@ class SqliteStore:
             record = _record(m.delivery_count, m.state, m.locked_until,
                              None if token is None else token.bytes, m.enqueued_time,
                              None if expires == inf else expires, m.size, own_properties, content)
-            row = (m.uid, owner, sub, m.sequence_number, record, payload or None, body)
+            row = (m.uid, owner, sub, m.sequence_number, record, payload or None, body, m.size,
+                   m.state == 0 and token is None)
             (rewritten if m.persisted else new_rows).append(row)
         if stored:
             rows = [(payload, _payload_data(c, props), c.body) for c, (payload, props) in stored.items()]

@@ -28,7 +28,7 @@ def last_json(output: str) -> dict:
 
 
 SMOKED = {"engine.py", "partitions.py", "rules.py", "wire.py", "amqp_compare.py", "replicate.py",
-          "reconcile.py"}
+          "reconcile.py", "backlog.py"}
 
 
 def test_every_bench_script_has_a_smoke_run_here():
@@ -41,6 +41,15 @@ def test_engine():
     for label in ("in-memory store", "SQLite WAL synchronous=NORMAL", "SQLite WAL synchronous=FULL",
                   "in-memory store, GC tuned"):
         assert re.search(rf"^{re.escape(label)} +median +[\d,]+ msg/s", out, re.M), out
+
+
+def test_backlog():
+    out = bench("backlog.py", "--messages", "3000", "--drain", "500")
+    figures = last_json(out)
+    assert figures["messages"] == 3000 and figures["drained"] == 500
+    assert figures["ready_s"] > 0 and figures["first_message_s"] >= figures["ready_s"]
+    assert figures["rss_per_message"] > 0
+    assert figures["deep_msg_per_s"] > 0 and figures["shallow_msg_per_s"] > 0
 
 
 def test_partitions():

@@ -57,7 +57,7 @@ def snapshot(ns: Namespace) -> dict[str, list[tuple]]:
     }
 
 
-def check_bookkeeping_of(entity) -> None:
+def check_bookkeeping_of(entity, ns: Namespace | None = None) -> None:
     for sq in entity.sub_queues():
         everything = sorted(sq.messages.values(), key=lambda m: (m.sequence_number, m.uid))
         browsed = sq.browse.peek(0, 10**9, None)
@@ -70,7 +70,23 @@ def check_bookkeeping_of(entity) -> None:
         lazy = [m.sequence_number for m in sq.lazy]
         assert lazy == sorted(lazy) and all(m.entity is None for m in sq.lazy)
         assert not (lazy and everything) or everything[-1].sequence_number < lazy[0]  # lazy copies are newest
-        assert sq.size == sum(m.size for m in sq.messages.values()) + sum(m.size for m in sq.lazy) + states
+        tail = sq.tail  # messages left in the store (paging.py)
+        paged = 0 if tail is None else tail.size
+        assert sq.size == (
+            sum(m.size for m in sq.messages.values()) + sum(m.size for m in sq.lazy) + states + paged
+        )
+        if tail is not None and ns is not None:  # the tail: what the store holds after `after`, and pending
+            journal = ns._journal  # rows in memory, or changed or deleted since the last commit, are not
+            stored = [
+                m
+                for m in ns._store.page(
+                    sq.entity.key, 0, tail.after, None, sq.lazy[0].sequence_number if sq.lazy else 1e30
+                )
+                if m.uid not in sq.messages and m.uid not in journal.full and m.uid not in journal.deleted
+            ]
+            assert all(m.entity is sq for m in tail.pending)
+            assert tail.count == len(stored) + len(tail.pending)
+            assert tail.size == sum(m.size for m in [*stored, *tail.pending])
         assert all(m.entity is sq for m in sq.messages.values())
         assert all(sq.locked[m.lock_token.int] is m for m in sq.messages.values() if m.lock_token is not None)
         assert len(sq.locked) == sum(1 for m in sq.messages.values() if m.lock_token is not None)
@@ -78,7 +94,7 @@ def check_bookkeeping_of(entity) -> None:
 
 def check_bookkeeping(ns: Namespace) -> None:
     for entity in [ns._queues["q"], *ns._topics["t"].subscriptions.values()]:
-        check_bookkeeping_of(entity)
+        check_bookkeeping_of(entity, ns if ns._store.pages else None)
     check_totals(ns)
 
 
@@ -157,8 +173,15 @@ def drive(
     return sent, gone
 
 
+@pytest.mark.parametrize("window", [None, 3], ids=["window", "paged"])
 @pytest.mark.parametrize("seed", range(6))
-def test_random_streams_keep_every_message_exactly_once(seed: int, tmp_path: Path) -> None:
+def test_random_streams_keep_every_message_exactly_once(
+    seed: int, window: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if window is not None:  # main sub-queues keep 3 messages in memory, the rest in the store (paging.py)
+        for module in ("placement", "fanout", "paging"):
+            monkeypatch.setattr(f"local_broker.engine.{module}.WINDOW", window)
+        monkeypatch.setattr("local_broker.engine.paging.PAGE", 2)
     clock = FakeClock()
     ns = Namespace.open(SqliteStore(tmp_path / "ns.db", synchronous="OFF"), clock=clock)
     build(ns)

@@ -341,9 +341,18 @@ def test_a_message_holding_its_content_survives_restarts_and_changes(tmp_path: P
 V4_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v4.db"
 
 
-def test_a_schema_4_store_opens_with_its_locks_deferrals_and_schedules(tmp_path: Path) -> None:
+def test_a_schema_4_store_is_migrated_with_its_locks_deferrals_and_schedules(tmp_path: Path) -> None:
     path, clock = tmp_path / "ns.db", FakeClock(WRITTEN_AT + 10)
     ns = open_migrated(V4_FIXTURE, path, clock, "messages_v4")
+    db = sqlite3.connect(path)  # schema 5: each row's size and whether it is plain (active, unlocked)
+    rows = db.execute(
+        "SELECT owner, seq, plain, size = json_extract(record, '$[6]') FROM messages ORDER BY uid"
+    )
+    assert rows.fetchall() == [
+        ("q", 1, 1, 1), ("q", 2, 1, 1), ("q", 3, 1, 1), ("q", 4, 1, 1), ("q", 5, 0, 1),
+        ("t/subscriptions/a", 1, 1, 1), ("t/subscriptions/b", 1, 1, 1),
+    ]  # q0 and q1 were locked and deferred in message_states: their rows stay plain, the state overrides
+    db.close()
     assert [(m.message_id, m.body, m.state) for m in ns.peek("q", 0, 10)] == [
         ("q0", b"q-body-0", 0), ("q1", b"q-body-1", 1), ("q2", b"q-body-2", 0), ("q3", b"q-body-3", 0),
         ("q-later", b"later", 2),
