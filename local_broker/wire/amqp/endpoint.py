@@ -315,6 +315,7 @@ class NamespaceEndpoint(Handler):
         if connection.sb.counted:
             self.open_connections -= 1
         self._forget_links(connection)
+        connection.sb.unrouted.clear()  # they hold links: a cycle through proton's C objects GC cannot see
         log_event(log, logging.INFO, "connection-close", namespace=self.name, peer=connection.sb.peer,
                   container=connection.sb.container_id)
 
@@ -451,6 +452,7 @@ class NamespaceEndpoint(Handler):
             except BrokerError as exc:
                 log_event(log, logging.INFO, "session-release-failed", namespace=self.name,
                           error=exc.description)
+            state.session = None  # the lock names this state its owner: no cycle is left to collect
 
     def on_link_flow(self, event) -> None:
         link = event.link

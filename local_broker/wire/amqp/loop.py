@@ -35,6 +35,7 @@ READ = select.EPOLLIN | select.EPOLLRDHUP
 WRITE = select.EPOLLOUT
 MAX_READ = 64 * 1024
 MAX_WRITE = 256 * 1024  # bytes handed to a socket per write (the rest waits for the poll)
+MIN_COMPACTION = 64  # cancelled timers the heap may hold before it is rebuilt without them
 MAX_WAIT = 3600.0  # seconds: the longest single poll (epoll's timeout overflows near 1e9 s)
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
 _NULL = _FFI.NULL
@@ -50,14 +51,22 @@ class Channel(Protocol):
 
 
 class Timer:
-    __slots__ = ("action", "cancelled")
+    """An action due at some time. Cancelling it lets go of the action at once (a closure over a closed
+    connection's objects must not keep them for the rest of the delay) and tells the loop, which drops
+    cancelled timers from its heap once they are half of it."""
 
-    def __init__(self, action: Callable[[], None]) -> None:
-        self.action = action
+    __slots__ = ("action", "cancelled", "loop")
+
+    def __init__(self, loop: Loop, action: Callable[[], None]) -> None:
+        self.loop = loop
+        self.action: Callable[[], None] | None = action
         self.cancelled = False
 
     def cancel(self) -> None:
-        self.cancelled = True
+        if not self.cancelled:
+            self.cancelled = True
+            self.action = None
+            self.loop.timer_cancelled()
 
 
 class Turn:
@@ -89,6 +98,7 @@ class Loop:
         self._channels: dict[int, Channel] = {}
         self._masks: dict[int, int] = {}
         self._timers: list[tuple[float, int, Timer]] = []
+        self._cancelled = 0  # cancelled timers still in the heap
         self._ticket = itertools.count()
         self._by_transport: dict[Any, TransportIO] = {}
         self.touched: set[TransportIO] = set()
@@ -149,9 +159,18 @@ class Loop:
 
     # --- time and other threads ---------------------------------------------------------------------
     def schedule(self, delay: float, action: Callable[[], None]) -> Timer:
-        timer = Timer(action)
+        timer = Timer(self, action)
         heapq.heappush(self._timers, (time.monotonic() + delay, next(self._ticket), timer))
         return timer
+
+    def timer_cancelled(self) -> None:
+        """A timer was cancelled: once cancelled ones are half the heap, rebuild it without them (the heap
+        stays proportional to the live timers, however many connections came and went)."""
+        self._cancelled += 1
+        if self._cancelled > MIN_COMPACTION and 2 * self._cancelled > len(self._timers):
+            self._timers[:] = [entry for entry in self._timers if not entry[2].cancelled]  # in place: the
+            heapq.heapify(self._timers)  # poll may be popping from it
+            self._cancelled = 0
 
     def wake(self) -> None:
         """From any thread: run `on_wake` on the loop soon."""
@@ -191,10 +210,14 @@ class Loop:
         timers = self._timers
         while timers and timers[0][0] <= now:
             timer = heapq.heappop(timers)[2]
-            if timer.cancelled:
+            action = timer.action
+            if action is None:
+                self._cancelled -= 1
                 continue
+            timer.action = None
+            timer.cancelled = True  # run: a later cancel() has nothing to drop
             try:
-                timer.action()
+                action()
             except Exception:
                 log.exception("error in a timer")
 
@@ -258,8 +281,8 @@ class TransportIO:
     """One AMQP connection's socket and its proton server transport (a `compat.BrokerTransport`), driven
     through proton's C calls: a turn's read, write and flush make no Python wrapper calls."""
 
-    __slots__ = ("closed", "connection", "fd", "formats", "impl", "loop", "mask", "sock", "tick_at",
-                 "transport")
+    __slots__ = ("closed", "connection", "fd", "formats", "handshake", "impl", "loop", "mask", "sock",
+                 "tick_at", "transport")
 
     def __init__(self, loop: Loop, sock: socket.socket, connection: Connection, transport: Transport,
                  preread: bytes) -> None:
@@ -275,6 +298,7 @@ class TransportIO:
         self.transport.bind(connection)
         self.closed = False
         self.tick_at: Timer | None = None
+        self.handshake: Timer | None = None  # the handshake timeout (sasl.py), cancelled with the connection
         loop.adopt(self)
         self.mask = READ
         loop.watch(self.fd, self, READ)
@@ -371,8 +395,9 @@ class TransportIO:
         if self.closed:
             return
         self.closed = True
-        if self.tick_at is not None:
-            self.tick_at.cancel()
+        for timer in (self.tick_at, self.handshake):
+            if timer is not None:  # its action holds this connection's objects: let go of them now
+                timer.cancel()
         self.loop.forget(self.fd)
         self.loop.release(self)
         self.sock.close()

@@ -104,6 +104,8 @@ class SaslDoor:
             self._advance()
         except (ValueError, struct.error, IndexError) as exc:
             self._drop(f"bad SASL exchange: {exc}")
+        except OSError as exc:  # the peer left before the answer, or its TLS/WebSocket layer failed
+            self._drop(f"closed during SASL: {exc}")
 
     def on_timeout(self) -> None:
         """The handshake timeout: a socket that has not opened its AMQP connection by now is closed."""
@@ -174,21 +176,22 @@ class SaslDoor:
     def _bind(self) -> None:
         """Hand the socket to a proton server transport, with the bytes read past the SASL exchange."""
         connection = Connection()
-        connection.handler = Guarded(self.listener.handler, self.listener.loop.turn)
+        connection.handler = self.listener.guarded
         connection.collect(self.listener.loop.collector)
         transport = compat.BrokerTransport()
         io_type = TransportIO if self.listener.layers is None else LayeredIO
         self.io = io_type(self.listener.loop, self.sock, connection, transport, self.leftover)
+        self.io.handshake = self.timeout
         self.listener.on_connection(connection, self.claim, self.peer, self.mechanism)
         self.leftover = b""
 
     def _drop(self, reason: str | None) -> None:
         if reason:
             log_event(log, logging.INFO, "connection-dropped", peer=self.peer, reason=reason)
-        self.timeout.cancel()
         self.close()
 
     def close(self) -> None:
+        self.timeout.cancel()
         self.listener.loop.forget(self.sock.fileno())
         self.sock.close()
 
@@ -218,6 +221,7 @@ class SaslListener:
         self.loop = loop
         self.auth = auth
         self.handler = handler
+        self.guarded = Guarded(handler, loop.turn)  # every connection's handler
         self.on_connection = on_connection
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
