@@ -35,7 +35,7 @@ from patterns.drills.catalog import SCENARIOS, drill_settings
 from patterns.drills.drill import DrillSettings
 from patterns.drills.run import DrillResult, run_drill
 from patterns.drills.summary import format_summary
-from sbfed.demo_follow import FollowRun
+from sbfed.demo_follow import FOLLOW_WARMUP_S, FollowRun
 from topology.durations import parse_duration
 
 PATTERNS = ("all-active", "active-passive", "spillover")  # the default run; --patterns also takes the recipes
@@ -257,8 +257,13 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     followed = None if args.no_reconcile or args.no_follow else follow_pattern(patterns)
     follow: tuple[str, FollowRun] | None = None
     for pattern in patterns:
-        print(f"\n== drill: {pattern} ({args.messages} messages, {args.outage:.0f} s outage)", flush=True)
-        settings = drill_settings(pattern, args.out / pattern, messages=args.messages, outage=args.outage)
+        # the followed drill warms up longer: the follow query's first micro-batches, its slowest, end while
+        # the drill's traffic still flows, so its verdicts show during the drill
+        warmup = {"warmup": FOLLOW_WARMUP_S} if pattern == followed else {}
+        print(f"\n== drill: {pattern} ({args.messages} messages, {args.outage:.0f} s outage"
+              f"{f', {FOLLOW_WARMUP_S:.0f} s warm-up for the follow query' if warmup else ''})", flush=True)
+        settings = drill_settings(pattern, args.out / pattern, messages=args.messages, outage=args.outage,
+                                  **warmup)
         if pattern == patterns[-1]:
             settings = kept_broker(settings, args.out / "console-broker", stack)
         if pattern == followed:
