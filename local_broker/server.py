@@ -48,6 +48,7 @@ from local_broker.faults import FaultState, NamespaceFaults
 from local_broker.store import MemoryStore, SqliteStore
 from local_broker.tls import Certificate, ensure_certificate, supplied_certificate
 from local_broker.topology import apply_entities, check_sql
+from local_broker.wire.admin.metrics import ConnectionCounts
 from local_broker.wire.admin.server import AdminServer
 from local_broker.wire.amqp.endpoint import MAX_CONNECTIONS, NamespaceEndpoint
 from local_broker.wire.amqp.logs import log_event
@@ -277,7 +278,10 @@ class BrokerServer:
 
         admin = AdminServer(spec.name, self.host, chosen.ports["admin_port"], str(certificate.cert_path),
                             str(certificate.key_path), auth, run_on_engine, faults,
-                            health=lambda: self._problems(engine, endpoint, listeners))
+                            health=lambda: self._problems(engine, endpoint, listeners),
+                            connections=lambda: ConnectionCounts(endpoint.open_connections,
+                                                                 endpoint.connections_opened,
+                                                                 endpoint.connections_closed))
         self._admins.append(admin)
         self.namespaces[spec.name] = HostedNamespace(
             name=spec.name, host=self.host, amqp_port=listeners["amqp_port"].port,

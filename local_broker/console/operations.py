@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from local_broker.engine import BrokerError, Message, NotAllowedError, OperationTimeoutError, ReceiveMode
-from local_broker.engine.entities import SUFFIXES, SubQueueKind
+from local_broker.engine.entities import SUFFIXES, MessageTotals, SubQueueKind
 from local_broker.engine.message import DEAD_LETTER_ERROR_DESCRIPTION, DEAD_LETTER_REASON
 from local_broker.wire.amqp import codec
 from local_broker.wire.amqp.values import encode_value
@@ -34,7 +34,7 @@ class EntityRow:
     deferred: int
     size: int
     partitions: int = 1
-    totals: tuple[int, int, int] = (0, 0, 0)  # enqueued, completed, dead-lettered (Namespace.message_totals)
+    totals: MessageTotals = field(default_factory=lambda: MessageTotals(0, 0, 0, 0, 0))
     requires_session: bool = False
     forward_to: str | None = None
     forward_dead_letters_to: str | None = None

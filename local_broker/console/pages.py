@@ -285,10 +285,11 @@ def entity_counts(row: EntityRow, at: float) -> str:
 
 def _sparkline(row: EntityRow, at: float, width: int = 160, height: int = 32) -> str:
     """A topic's plots what it enqueues only (it holds no messages to complete or dead-letter)."""
-    enqueued, completed, dead_lettered = row.totals
-    held = (f' data-completed="{completed}" data-dead-lettered="{dead_lettered}"' if row.receivable else "")
+    totals = row.totals
+    held = (f' data-completed="{totals.completed}" data-dead-lettered="{totals.dead_lettered}"'
+            if row.receivable else "")
     return (f'<canvas class="spark" width="{width}" height="{height}" data-entity="{escape(row.path)}" '
-            f'data-at="{at:.3f}" data-enqueued="{enqueued}"{held}></canvas>'
+            f'data-at="{at:.3f}" data-enqueued="{totals.enqueued}"{held}></canvas>'
             '<span class="rate" title="enqueued / completed / dead-lettered per second">&ndash;</span>')
 
 

@@ -12,7 +12,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from local_broker.engine.message import Message
 from local_broker.engine.properties import QueueProperties, SubscriptionProperties, TopicProperties
@@ -21,6 +21,16 @@ _new_uuid = object.__new__
 _set = object.__setattr__
 _UNKNOWN_SAFETY = uuid.SafeUUID.unknown
 
+
+
+class MessageTotals(NamedTuple):
+    """An entity's message counters since its namespace was opened (Namespace.message_totals)."""
+
+    enqueued: int
+    completed: int  # completed, or received and deleted
+    dead_lettered: int
+    delivered: int  # handed to receivers, in either receive mode
+    abandoned: int
 
 class LockTokens:
     """Fresh lock tokens: a random version-4 prefix per namespace plus a counter in the low 48 bits.
@@ -368,7 +378,8 @@ class Queue(SendTarget):
         self.main = SubQueue(self, SubQueueKind.MAIN, self, props.requires_session)
         self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER, self)
         self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER, self)
-        self.completed = self.dead_lettered = 0  # since the namespace was opened, like `enqueued`
+        # since the namespace was opened, like `enqueued` (the console's rates, the broker's /metrics)
+        self.completed = self.dead_lettered = self.delivered = self.abandoned = 0
 
     @property
     def path(self) -> str:
@@ -414,7 +425,8 @@ class Subscription:
         self.dlq = SubQueue(self, SubQueueKind.DEAD_LETTER, topic)
         self.tdlq = SubQueue(self, SubQueueKind.TRANSFER_DEAD_LETTER, topic)
         self.accessed = 0.0
-        self.enqueued = self.completed = self.dead_lettered = 0  # since the namespace was opened
+        # since the namespace was opened (the console's rates, the broker's /metrics)
+        self.enqueued = self.completed = self.dead_lettered = self.delivered = self.abandoned = 0
 
     @property
     def path(self) -> str:

@@ -18,6 +18,7 @@ from local_broker.engine.deadlines import Deadlines
 from local_broker.engine.deletion import Deletion
 from local_broker.engine.entities import (
     LockTokens,
+    MessageTotals,
     Queue,
     SessionLock,
     SubQueue,
@@ -182,13 +183,15 @@ class Namespace(
         """Partitions of a queue or topic (1 when not partitioned)."""
         return self._lookup(path).partition_count
 
-    def message_totals(self, path: str) -> tuple[int, int, int]:
-        """Messages a queue, topic or subscription enqueued, completed (or received and deleted) and
-        dead-lettered since the namespace was opened: the console's throughput. Kept in memory only."""
+    def message_totals(self, path: str) -> MessageTotals:
+        """Messages a queue, topic or subscription took in, completed (or received and deleted),
+        dead-lettered, delivered to receivers and had abandoned since the namespace was opened: the
+        console's throughput and the broker's /metrics. Kept in memory only."""
         entity = self._lookup(path)
         if isinstance(entity, SubQueue):
             raise NotAllowedError(f"'{entity.path}' is a sub-queue; its entity has the totals.")
-        return entity.enqueued, getattr(entity, "completed", 0), getattr(entity, "dead_lettered", 0)
+        return MessageTotals(entity.enqueued, *(getattr(entity, name, 0)  # a topic holds nothing to settle
+                                                for name in MessageTotals._fields[1:]))
 
     def _sub_queue(self, path: str) -> SubQueue:
         target = self._lookup(path)

@@ -101,6 +101,7 @@ class Receiving:
             out.append(m)
         if expiring:
             heapq.heappush(self._lock_heap, (locked_until, next(self._ticket), expiring))
+        entity.delivered += len(out)
         if not peek_lock:
             entity.completed += len(out)
         if self._available:
@@ -167,6 +168,7 @@ class Receiving:
                     "was not found or is not deferred."
                 )
             found.append(m)
+        sq.entity.delivered += len(found)
         if mode != ReceiveMode.PEEK_LOCK:
             sq.entity.completed += len(found)
             for m in found:

@@ -67,7 +67,10 @@ class Settlement:
         session_id: str | None = None,
     ) -> None:
         now = self.clock.now()
-        for m in self._locked(path, lock_tokens, session_id):
+        messages = self._locked(path, lock_tokens, session_id)
+        if messages:
+            messages[0].entity.entity.abandoned += len(messages)
+        for m in messages:
             self._modify(m, properties_to_modify)
             self._return(m, True, now)
         self._flush_available()

@@ -24,6 +24,7 @@ always uses https:// and verifies the certificate given as `connection_verify`.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import socket
@@ -36,13 +37,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from local_broker.auth import MANAGE, NamespaceAuth
+from local_broker.auth import LISTEN, MANAGE, NamespaceAuth
 from local_broker.console import Console
+from local_broker.console import operations as console_operations
 from local_broker.control import CONTROL_PREFIX, ControlApi, control_error
 from local_broker.engine import BrokerError, UnauthorizedError
 from local_broker.faults import NamespaceFaults
 from local_broker.tls import Certificate
-from local_broker.wire.admin import atom
+from local_broker.wire.admin import atom, metrics
 from local_broker.wire.admin.operations import (
     AdminRequest,
     AdminResponse,
@@ -171,7 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(exc.status, atom.render_error(exc.status, str(exc)), atom.ERROR_CONTENT_TYPE)
             return
         answer = self.server.admin.respond(self.command, self.path, dict(self.headers.items()), body,
-                                           "https" if isinstance(self.connection, ssl.SSLSocket) else "http")
+                                           "https" if isinstance(self.connection, ssl.SSLSocket) else "http",
+                                           peer=self.client_address[0])
         self._send(answer.status, answer.body, answer.content_type, answer.headers)
 
     def _read_body(self) -> bytes:
@@ -233,12 +236,18 @@ class AdminServer:
 
     def __init__(self, namespace_name: str, host: str, port: int, cert_path: str, key_path: str,
                  auth: NamespaceAuth, run_on_engine: RunOnEngine, faults: NamespaceFaults,
-                 clock: Callable[[], float] = time.time, health: Callable[[], list[str]] = list) -> None:
+                 clock: Callable[[], float] = time.time, health: Callable[[], list[str]] = list,
+                 connections: Callable[[], metrics.ConnectionCounts] = (
+                     lambda: metrics.ConnectionCounts(0, 0, 0)),
+                 ) -> None:
+        """`connections`: the namespace's AMQP connection counts (its endpoint's), for /metrics."""
         self.namespace_name = namespace_name
         self.auth = auth
         self.faults = faults
         self.clock = clock
         self.health = health  # what keeps the namespace from serving fully (empty: nothing)
+        self.connections = connections
+        self.run_on_engine = run_on_engine
         self.tls_context = Certificate(Path(cert_path), Path(key_path)).server_context()
         self.operations = Operations(namespace_name, run_on_engine)
         self.control = ControlApi(namespace_name, faults, run_on_engine)
@@ -272,8 +281,8 @@ class AdminServer:
     # --- one request ------------------------------------------------------------------------------
 
     def respond(self, method: str, raw_path: str, headers: dict[str, str], body: bytes,
-                scheme: str) -> AdminResponse:
-        """The answer to one request; never raises."""
+                scheme: str, peer: str = "") -> AdminResponse:
+        """The answer to one request (`peer`: the client's address); never raises."""
         parts = urlsplit(raw_path)
         segments = [unquote(s) for s in parts.path.split("/") if s]
         lowered = {k.lower(): v for k, v in headers.items()}
@@ -284,6 +293,8 @@ class AdminServer:
             if Console.serves(segments):  # the web console authenticates by its own session cookie
                 page = self.console.respond(method, segments, parts.query, lowered, body, scheme == "https")
                 return AdminResponse(page.status, page.body, page.content_type, page.headers)
+            if [s.lower() for s in segments] == ["metrics"] and method == "GET":
+                return self._metrics(lowered.get("authorization"), peer)
             claim = self._verify(lowered.get("authorization"))
             if is_control:
                 claim.require("", MANAGE)
@@ -308,6 +319,18 @@ class AdminServer:
         if problems:
             body["reasons"] = problems
         return AdminResponse(503 if problems else 200, json.dumps(body).encode(), JSON)
+
+    def _metrics(self, token: str | None, peer: str) -> AdminResponse:
+        """Prometheus' scrape: free from loopback (where the broker listens by default), else with a SAS
+        token of a Listen or Manage policy (a scrape config's `authorization: {type: SharedAccessSignature,
+        credentials: sr=...}`). Nothing in it is a secret; it names no key."""
+        if token or not _loopback(peer):
+            claim = self._verify(token)
+            if not (claim.authorizes("", LISTEN) or claim.authorizes("", MANAGE)):
+                claim.require("", LISTEN)
+        _, rows = self.run_on_engine(console_operations.entities)
+        return AdminResponse(200, metrics.render(self.namespace_name, rows, self.connections()),
+                             metrics.CONTENT_TYPE)
 
     def _verify(self, token: str | None) -> Any:
         if not token:
@@ -347,6 +370,13 @@ class AdminServer:
                                         f"with a token for '{destination}'.")
             if destination:
                 self._verify(headers[header.lower()]).require(destination, MANAGE)
+
+
+def _loopback(peer: str) -> bool:
+    try:
+        return ipaddress.ip_address(peer.removeprefix("::ffff:")).is_loopback
+    except ValueError:
+        return False
 
 
 def _error(status: int, detail: str) -> AdminResponse:

@@ -123,6 +123,7 @@ class NamespaceEndpoint(Handler):
         self.name = name
         self.max_connections = max_connections
         self.open_connections = 0
+        self.connections_opened = self.connections_closed = 0  # since the broker started (/metrics)
         self.sync = sync  # makes the last commit survive power loss (see `commit`)
         self.new_data = False  # this turn accepted messages or management changes
         self.faults = faults or NamespaceFaults()
@@ -272,6 +273,7 @@ class NamespaceEndpoint(Handler):
             return
         state.counted = True
         self.open_connections += 1
+        self.connections_opened += 1
         log_event(log, logging.INFO, "connection-open", namespace=self.name, peer=state.peer,
                   container=state.container_id, sasl=state.sasl_mechanism)
 
@@ -314,6 +316,7 @@ class NamespaceEndpoint(Handler):
         self.connections.discard(connection)
         if connection.sb.counted:
             self.open_connections -= 1
+            self.connections_closed += 1
         self._forget_links(connection)
         connection.sb.unrouted.clear()  # they hold links: a cycle through proton's C objects GC cannot see
         log_event(log, logging.INFO, "connection-close", namespace=self.name, peer=connection.sb.peer,

@@ -54,7 +54,7 @@ def test_counts_split_active_deferred_scheduled_and_dead_letters() -> None:
     orders = rows["orders"]
     assert at == clock.now()
     assert (orders.active, orders.deferred, orders.scheduled, orders.dead_letter) == (2, 1, 1, 1)
-    assert orders.totals == (4, 0, 1)  # the scheduled one is not enqueued yet
+    assert orders.totals[:3] == (4, 0, 1)  # the scheduled one is not enqueued yet
     assert rows["events/subscriptions/a"].rules == ["$Default: TrueFilter (1=1)"]
     assert rows["events/subscriptions/b"].rules[1] == \
         "west: CorrelationFilter (label='west', properties={'tier': 2})"  # the fields it matches
@@ -122,4 +122,4 @@ def test_purge_removes_what_is_available() -> None:
     ns.send("orders", [_text(str(i)) for i in range(1200)])
     assert operations.purge(ns, "orders") == 1200
     assert operations.entities(ns)[1][0].active == 0
-    assert operations.entities(ns)[1][0].totals == (1200, 1200, 0)
+    assert operations.entities(ns)[1][0].totals[:3] == (1200, 1200, 0)

@@ -165,7 +165,7 @@ def test_a_subscription_that_gets_an_action_keeps_its_order(ns: Namespace, topic
 def test_receive_and_delete_and_purge_of_lazy_copies(ns: Namespace, topic: str) -> None:
     ns.send(topic, [msg(message_id=str(i)) for i in range(5)])
     assert ids(ns.receive(sub_path("a"), 3, RAD)) == ["0", "1", "2"]
-    assert ns.message_totals(sub_path("a")) == (5, 3, 0)
+    assert ns.message_totals(sub_path("a"))[:3] == (5, 3, 0)
     assert purge(ns, sub_path("b")) == 5  # what the console's purge does
     assert ns.get_subscription_runtime_properties(topic, "b").size_in_bytes == 0
     assert ns.peek(sub_path("b"), 0, 10) == [] and ids(ns.peek(sub_path("a"), 0, 10)) == ["3", "4"]

@@ -1,0 +1,98 @@
+"""`GET /metrics`: a namespace's figures in Prometheus' text exposition format (0.0.4), named after Azure
+Monitor's Service Bus metrics so dashboards and alerts carry over (the Azure name is in each HELP line).
+
+Every series has the label `namespace`; an entity's also `entity` (its path, Azure's EntityName dimension)
+and `kind`. Counters count since the broker started (Prometheus handles the reset); gauges are read when
+scraped. Reading them is one walk of the engine's entities on the reactor thread, nothing on the hot path
+but the integer increments the engine and the AMQP endpoint keep anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from local_broker.console.operations import EntityRow
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    kind: str  # counter or gauge
+    azure: str  # the Azure Monitor metric it stands for ("" where Azure has none)
+    help: str
+    value: Callable[[EntityRow], int]
+
+
+ENTITY_FAMILIES = (
+    Family("servicebus_incoming_messages_total", "counter", "IncomingMessages",
+           "Messages sent to the entity (a topic's, and each subscription's copy)",
+           lambda r: r.totals.enqueued),
+    Family("servicebus_outgoing_messages_total", "counter", "OutgoingMessages",
+           "Messages delivered to receivers (peek-lock and receive-and-delete)",
+           lambda r: r.totals.delivered),
+    Family("servicebus_complete_message_total", "counter", "CompleteMessage",
+           "Messages completed (or received and deleted)", lambda r: r.totals.completed),
+    Family("servicebus_abandon_message_total", "counter", "AbandonMessage",
+           "Messages abandoned", lambda r: r.totals.abandoned),
+    Family("servicebus_dead_lettered_message_total", "counter", "",
+           "Messages moved to the dead-letter queue (by a receiver, expiry or the delivery count)",
+           lambda r: r.totals.dead_lettered),
+    Family("servicebus_active_messages", "gauge", "ActiveMessages",
+           "Active messages (deferred excluded)", lambda r: r.active),
+    Family("servicebus_deadlettered_messages", "gauge", "DeadletteredMessages",
+           "Messages in the dead-letter queue", lambda r: r.dead_letter),
+    Family("servicebus_transfer_deadlettered_messages", "gauge", "",
+           "Messages in the transfer dead-letter queue", lambda r: r.transfer_dead_letter),
+    Family("servicebus_scheduled_messages", "gauge", "ScheduledMessages",
+           "Scheduled messages not yet enqueued", lambda r: r.scheduled),
+    Family("servicebus_deferred_messages", "gauge", "", "Deferred messages", lambda r: r.deferred),
+    Family("servicebus_size_bytes", "gauge", "Size", "Bytes the entity's messages take", lambda r: r.size),
+)
+
+
+@dataclass(frozen=True)
+class ConnectionCounts:
+    """The namespace's AMQP connections, as its endpoint counts them."""
+
+    active: int
+    opened: int
+    closed: int
+
+
+def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCounts) -> bytes:
+    rows = list(rows)
+    lines: list[str] = []
+    for family in ENTITY_FAMILIES:
+        _head(lines, family.name, family.kind, family.azure, family.help)
+        for row in rows:
+            labels = _labels(namespace=namespace, entity=row.path, kind=row.kind)
+            lines.append(f"{family.name}{labels} {family.value(row)}")
+    ns = _labels(namespace=namespace)
+    for name, kind, azure, text, value in (
+            ("servicebus_active_connections", "gauge", "ActiveConnections", "Open AMQP connections",
+             connections.active),
+            ("servicebus_connections_opened_total", "counter", "ConnectionsOpened", "AMQP connections opened",
+             connections.opened),
+            ("servicebus_connections_closed_total", "counter", "ConnectionsClosed", "AMQP connections closed",
+             connections.closed)):
+        _head(lines, name, kind, azure, text)
+        lines.append(f"{name}{ns} {value}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _head(lines: list[str], name: str, kind: str, azure: str, text: str) -> None:
+    lines.append(f"# HELP {name} {text}" + (f" (Azure Monitor: {azure})" if azure else "") + ".")
+    lines.append(f"# TYPE {name} {kind}")
+
+
+def _labels(**labels: Any) -> str:
+    return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in labels.items()) + "}"
+
+
+def _escape(value: Any) -> str:
+    """A label value as the exposition format wants it: backslash, quote and line feed escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,96 @@
+"""`GET /metrics` on a namespace's management port: what the SDK did, counted exactly, read as Prometheus
+reads it; free from loopback, a Listen or Manage token from anywhere else."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from local_broker.auth import generate_sas_token
+from local_broker.server import BrokerServer
+from topology import parse
+
+TOPOLOGY = {"namespaces": {"metrics": {
+    "policies": {"RootManageSharedAccessKey": {"key": "U0FTX0tFWV9WQUxVRQ==", "rights": ["Manage", "Send",
+                                                                                         "Listen"]},
+                 "sender": {"key": "c2VuZC1vbmx5LWtleQ==", "rights": ["Send"]},
+                 "reader": {"key": "bGlzdGVuLW9ubHkta2V5", "rights": ["Listen"]}},
+    "queues": {"orders": {"max_delivery_count": 10}},
+    "topics": {"events": {"subscriptions": {"all": {}}}},
+}}}
+
+
+def _scrape(port: int) -> dict[tuple[str, str], float]:
+    """(series name, entity) -> value, as Prometheus' own parser reads the page."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    return {(sample.name, sample.labels.get("entity", "")): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples
+            if sample.labels["namespace"] == "metrics"}
+
+
+def test_the_sdks_work_counted_exactly() -> None:
+    with BrokerServer(parse(TOPOLOGY)) as server:
+        ns = server.namespaces["metrics"]
+        before = _scrape(ns.admin_port)
+        assert before[("servicebus_incoming_messages_total", "orders")] == 0
+        with ServiceBusClient.from_connection_string(ns.connection_string) as client:
+            with client.get_queue_sender("orders") as sender:
+                sender.send_messages([ServiceBusMessage(f"m-{i}") for i in range(7)])
+            with client.get_topic_sender("events") as sender:
+                sender.send_messages([ServiceBusMessage("e") for _ in range(3)])
+            with client.get_queue_receiver("orders", max_wait_time=5, prefetch_count=0) as receiver:
+                got = []
+                while len(got) < 4:
+                    got += receiver.receive_messages(max_message_count=4 - len(got), max_wait_time=5)
+                for message in got[:2]:
+                    receiver.complete_message(message)
+                receiver.abandon_message(got[2])
+                receiver.dead_letter_message(got[3], reason="Bad")
+                assert _scrape(ns.admin_port)[("servicebus_active_connections", "")] >= 1  # the receiver's
+        samples = _scrape(ns.admin_port)
+        orders = {name: samples[(name, "orders")] for name, entity in samples if entity == "orders"}
+        assert orders["servicebus_incoming_messages_total"] == 7
+        assert orders["servicebus_outgoing_messages_total"] == 4
+        assert orders["servicebus_complete_message_total"] == 2
+        assert orders["servicebus_abandon_message_total"] == 1
+        assert orders["servicebus_dead_lettered_message_total"] == 1
+        assert orders["servicebus_active_messages"] == 4  # 7 - 2 completed - 1 dead-lettered
+        assert orders["servicebus_deadlettered_messages"] == 1
+        assert orders["servicebus_size_bytes"] > 0
+        assert samples[("servicebus_incoming_messages_total", "events")] == 3
+        assert samples[("servicebus_active_messages", "events/subscriptions/all")] == 3
+        deadline = time.monotonic() + 10  # the client's close reaches the broker after the scrape above
+        while _scrape(ns.admin_port)[("servicebus_active_connections", "")] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        after = _scrape(ns.admin_port)
+        assert after[("servicebus_active_connections", "")] == 0
+        opened, closed = (after[(f"servicebus_connections_{k}_total", "")] for k in ("opened", "closed"))
+        assert opened == closed >= 3  # two senders and the receiver
+
+
+def test_from_elsewhere_a_listen_or_manage_token_is_needed() -> None:
+    with BrokerServer(parse(TOPOLOGY)) as server:
+        ns = server.namespaces["metrics"]
+        admin = server._admins[0]
+        audience = f"http://10.0.0.1:{ns.admin_port}/"
+
+        def scrape(token: str | None) -> int:
+            headers = {"Authorization": token} if token else {}
+            return admin.respond("GET", "/metrics", headers, b"", "http", peer="10.0.0.9").status
+
+        def token(policy: str, key: str) -> str:
+            return generate_sas_token(audience, policy, key, int(time.time()) + 600)
+
+        assert scrape(None) == 401
+        assert scrape(token("sender", "c2VuZC1vbmx5LWtleQ==")) == 401  # Send only
+        assert scrape(token("reader", "bGlzdGVuLW9ubHkta2V5")) == 200
+        assert scrape(token("RootManageSharedAccessKey", "U0FTX0tFWV9WQUxVRQ==")) == 200
+        assert scrape(token("reader", "d3Jvbmcta2V5")) == 401  # a wrong key
+        page = admin.respond("GET", "/metrics", {}, b"", "http", peer="127.0.0.1")
+        assert page.status == 200 and b"SharedAccessKey" not in page.body and b"U0FTX0tF" not in page.body
