@@ -30,7 +30,9 @@ from tests.compat.wire_types import (
     status,
 )
 
-TOPOLOGY = {"namespaces": {"management": {"queues": {"q": {}, "sessions": {"requires_session": True}}}}}
+TOPOLOGY = {"namespaces": {"management": {
+    "queues": {"q": {}, "sessions": {"requires_session": True}, "purged": {}},
+    "topics": {"t": {"subscriptions": {"s": {}}}}}}}
 DATETIME_MAX_MS = 253402300800000  # DateTime.MaxValue: "sessions with messages or state" (Learn)
 
 
@@ -129,9 +131,39 @@ def test_every_operation_in_dotnets_form_answers_in_service_bus_types(connection
     receiver.close()
     sessions.close()
 
+    purge_and_manage_rules(connection, audit)
+
     missing = set(REPLY_BODIES) - {operation for operation, _ in audit.seen} - {
         op for op, keys in REPLY_BODIES.items() if not keys}
     assert not missing, f"operations whose reply body was not checked: {sorted(missing)}"
+
+
+def purge_and_manage_rules(connection: BlockingConnection, audit: Audit) -> None:
+    """batch-delete-messages as .NET's DeleteMessagesAsync sends it (message-count int, enqueued-time-utc
+    timestamp), and add/enumerate/remove-rule as its ServiceBusRuleManager does (the description as maps)."""
+    sender = connection.create_sender("purged")
+    for i in range(3):
+        sender.send(Message(id=f"p{i}", body=b"x"))
+    sender.close()
+    purged = RequestLink(connection, "purged/$management")
+    deleted = purged.management(audit, "com.microsoft:batch-delete-messages", {
+        "message-count": int32(10), "enqueued-time-utc": timestamp(int((time.time() + 60) * 1000))})
+    assert deleted.body[0]["message-count"] == 3
+    purged.close()
+
+    rules = RequestLink(connection, "t/Subscriptions/s/$management")
+    for name, description in (
+            ("sql", {"sql-filter": {"expression": "n = 1"}, "sql-rule-action": {"expression": "SET m = 2"}}),
+            ("corr", {"correlation-filter": {"correlation-id": "c", "properties": {"n": int32(5)}},
+                      "sql-rule-action": None})):
+        added = rules.management(audit, "com.microsoft:add-rule", {
+            "rule-name": name, "rule-description": {**description, "rule-name": name}})
+        assert status(added) == 200
+    listed = rules.management(audit, "com.microsoft:enumerate-rules", {"top": int32(100), "skip": int32(0)})
+    names = [entry["rule-description"].value[2] for entry in listed.body[0]["rules"]]
+    assert names == ["$Default", "sql", "corr"]
+    assert status(rules.management(audit, "com.microsoft:remove-rule", {"rule-name": "corr"})) == 200
+    rules.close()
 
 
 def test_errors_carry_an_int_status_and_a_symbol_condition(connection) -> None:

@@ -60,6 +60,9 @@ NET_CONSTANTS = ".NET src/Amqp/AmqpClientConstants.cs, AmqpReceiver.cs (TryGetVa
 LEARN = "Microsoft Learn: AMQP 1.0 in Azure Service Bus: request-response-based operations"
 PYTHON_SDK = "azure-servicebus 7.15.0 _pyamqp (servicebus-wire.md 2, 4.4)"
 JAVA_SERIALIZER = "Java azure-messaging-servicebus ServiceBusMessageSerializer / ManagementChannel"
+GO_MESSAGE = "Go azservicebus message.go (DeliveryAnnotations[x-opt-lock-token].(amqp.UUID))"
+NET_RULES = ".NET src/Amqp/Framing/AmqpRuleDescriptionCodec.cs, AmqpSqlRuleFilterCodec.cs, AmqpRuleManager.cs"
+NET_DELETE = ".NET src/Amqp/AmqpReceiver.cs DeleteMessagesAsync (GetValue<int>(message-count))"
 
 # The message-id types AMQP allows (3.2.11-3.2.14): a client's choice, kept; the broker's own ids are strings.
 MESSAGE_ID = "message-id"
@@ -99,6 +102,7 @@ SERVICE_BUS_TYPES: dict[tuple[str, str], tuple[str, str]] = {
     ("application-properties", "DeadLetterErrorDescription"): ("string", f"{NET_RECEIVED} (as string)"),
     ("application-properties", "RuleName"): (
         "string", "Microsoft Learn: Topic filters and actions (an action's copy names its rule)"),
+    ("delivery-annotations", "x-opt-lock-token"): ("uuid", f"{GO_MESSAGE}; {PYTHON_SDK} 7"),
     ("delivery", "tag"): ("binary16", f"{NET_CONVERTER} (16-byte tag read as a Guid); {PYTHON_SDK} 7"),
     ("cbs reply", "correlation-id"): (
         "request message-id", "Microsoft.Azure.Amqp src/RequestResponseAmqpLink.cs (matched by MessageId)"),
@@ -136,7 +140,21 @@ REPLY_BODIES: dict[str, dict[str, tuple[str, str]]] = {
         "skip": ("int", LEARN),
         "sessions-ids": ("array<string>", f"{LEARN}; {JAVA_SERIALIZER}"),
     },
+    "com.microsoft:batch-delete-messages": {"message-count": ("int", NET_DELETE)},
+    "com.microsoft:add-rule": {},
+    "com.microsoft:remove-rule": {},
+    "com.microsoft:enumerate-rules": {
+        "rules": ("list<map>", f"{LEARN}; {NET_RULES}"),
+        # a described list (descriptor ulong 0x13700000004): filter, action, name, created-at
+        "rules[].rule-description": ("described", NET_RULES),
+        "rules[].rule-description.descriptor": ("ulong", NET_RULES),
+        "rules[].rule-description.filter": ("described", NET_RULES),
+        "rules[].rule-description.action": ("described", NET_RULES),
+        "rules[].rule-description.name": ("string", NET_RULES),
+        "rules[].rule-description.created-at": ("timestamp", NET_RULES),
+    },
 }
+_RULE_DESCRIPTION_FIELDS = ("filter", "action", "name", "created-at")
 
 _HEADER_FIELDS = ("durable", "priority", "ttl", "first-acquirer", "delivery-count")
 _PROPERTY_FIELDS = ("message-id", "user-id", "to", "subject", "reply-to", "correlation-id", "content-type",
@@ -185,6 +203,7 @@ class WireMessage:
     """An encoded message split into its sections, each decoded by proton with its AMQP types."""
 
     header: dict[str, Any] = field(default_factory=dict)
+    delivery_annotations: dict[Any, Any] = field(default_factory=dict)
     annotations: dict[Any, Any] = field(default_factory=dict)
     properties: dict[str, Any] = field(default_factory=dict)
     application_properties: dict[Any, Any] = field(default_factory=dict)
@@ -197,6 +216,8 @@ class WireMessage:
             value = decoded(raw[start:end]).value
             if code == codec.HEADER:
                 out.header = dict(zip(_HEADER_FIELDS, value, strict=False))
+            elif code == codec.DELIVERY_ANNOTATIONS:
+                out.delivery_annotations = value
             elif code == codec.MESSAGE_ANNOTATIONS:
                 out.annotations = value
             elif code == codec.PROPERTIES:
@@ -240,6 +261,8 @@ class Audit:
         for name, value in m.properties.items():
             if value is not None:
                 self.check("properties", name, value)
+        for key, value in m.delivery_annotations.items():
+            self.check("delivery-annotations", key, value)
         for key, value in m.annotations.items():
             assert type(key) is symbol, f"annotation key {key!r} is not a symbol"
             if key not in self.own:
@@ -279,12 +302,18 @@ class Audit:
         assert type(body) is dict, f"{operation}: the reply body is {amqp_type(body)}, not a map"
         for key, value in body.items():
             self._body_field(operation, rows, str(key), value)
-            if key == "messages":
-                for entry in value:
-                    for inner_key, inner in entry.items():
-                        self._body_field(operation, rows, f"messages[].{inner_key}", inner)
-                        if inner_key == "message":
-                            self.message(inner)
+            if amqp_type(value) != "list":
+                continue
+            for entry in value:  # messages, rules: a map each
+                for inner_key, inner in entry.items():
+                    name = f"{key}[].{inner_key}"
+                    self._body_field(operation, rows, name, inner)
+                    if inner_key == "message":
+                        self.message(inner)
+                    elif inner_key == "rule-description":
+                        self._body_field(operation, rows, f"{name}.descriptor", inner.descriptor)
+                        for field_name, item in zip(_RULE_DESCRIPTION_FIELDS, inner.value, strict=True):
+                            self._body_field(operation, rows, f"{name}.{field_name}", item)
 
     def _body_field(self, operation: str, rows: dict[str, tuple[str, str]], key: str, value: Any) -> None:
         assert key in rows, f"{operation} reply key {key!r} ({amqp_type(value)}) has no row in REPLY_BODIES"
