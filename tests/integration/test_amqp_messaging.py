@@ -13,7 +13,6 @@ import uuid
 import pytest
 from azure.servicebus import (
     NEXT_AVAILABLE_SESSION,
-    ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
@@ -22,6 +21,7 @@ from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import ServiceBusAuthenticationError
 
 from local_broker.server import BrokerServer
+from tests.integration.tls_clients import SDK_STACKS, sdk_client
 from topology import parse
 
 TOPOLOGY = {"namespaces": {"msg": {
@@ -44,9 +44,9 @@ def broker():
         yield server
 
 
-@pytest.fixture(scope="module")
-def client(broker):
-    with ServiceBusClient.from_connection_string(broker.namespaces["msg"].connection_string) as sb:
+@pytest.fixture(scope="module", params=SDK_STACKS)
+def client(broker, request):
+    with sdk_client(broker, request.param, "msg") as sb:
         yield sb
 
 
