@@ -13,15 +13,15 @@ import uuid
 import pytest
 from azure.servicebus import (
     NEXT_AVAILABLE_SESSION,
-    ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
-from azure.servicebus.exceptions import MessagingEntityNotFoundError
+from azure.servicebus.exceptions import ServiceBusAuthenticationError
 
 from local_broker.server import BrokerServer
+from tests.integration.tls_clients import SDK_STACKS, sdk_client
 from topology import parse
 
 TOPOLOGY = {"namespaces": {"msg": {
@@ -44,9 +44,9 @@ def broker():
         yield server
 
 
-@pytest.fixture(scope="module")
-def client(broker):
-    with ServiceBusClient.from_connection_string(broker.namespaces["msg"].connection_string) as sb:
+@pytest.fixture(scope="module", params=SDK_STACKS)
+def client(broker, request):
+    with sdk_client(broker, request.param, "msg") as sb:
         yield sb
 
 
@@ -232,7 +232,7 @@ def test_async_client_every_settlement_peek_schedule_sessions_and_errors(broker)
                 await receiver.session.renew_lock()
                 [msg] = await receiver.receive_messages(max_message_count=1, max_wait_time=5)
                 await receiver.complete_message(msg)
-            with pytest.raises(MessagingEntityNotFoundError):
+            with pytest.raises(ServiceBusAuthenticationError):  # CBS: 404 for a token naming no entity
                 async with sb.get_queue_sender("missing") as sender:
                     await sender.send_messages(ServiceBusMessage("x"))
 

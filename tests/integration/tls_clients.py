@@ -4,6 +4,10 @@ Azure-form endpoint from `custom_endpoint_address` (it dials 5671 or 443 whateve
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
 from azure.servicebus import ServiceBusClient, TransportType
 
 from local_broker.server import BrokerServer
@@ -22,9 +26,9 @@ TRANSPORTS = {
 
 
 def tls_client(server: BrokerServer, transport: str, *, host: str = "localhost", key: str | None = None,
-               verify: str | None = None) -> ServiceBusClient:
-    """A client of the `tls` namespace over `transport` (a key of TRANSPORTS), that does not retry."""
-    namespace = server.namespaces["tls"]
+               verify: str | None = None, namespace_name: str = "tls") -> ServiceBusClient:
+    """A client of the namespace over `transport` (a key of TRANSPORTS), that does not retry."""
+    namespace = server.namespaces[namespace_name]
     port_kind, transport_type, uamqp = TRANSPORTS[transport]
     connection_string = namespace.amqps_connection_string
     if key is not None:
@@ -41,3 +45,21 @@ def still_serves(server: BrokerServer) -> None:
         with tls_client(server, transport) as client:
             round_trip_on(client, "q", f"still serving over {transport}")
     round_trip(server.namespaces["tls"].connection_string, "q", "still serving plain AMQP")
+
+
+# The Python SDK behaviour suites run on these: pyamqp over plain AMQP (the emulator's form), uAMQP-C over
+# AMQPS and, in the slow run, over WebSockets.
+SDK_STACKS = [pytest.param("pyamqp"), pytest.param("uamqp-amqps"),
+              pytest.param("uamqp-websocket", marks=pytest.mark.slow)]
+
+
+@contextmanager
+def sdk_client(server: BrokerServer, stack: str, namespace_name: str) -> Iterator[ServiceBusClient]:
+    """A client of one of SDK_STACKS."""
+    if stack == "pyamqp":
+        connection_string = server.namespaces[namespace_name].connection_string
+        with ServiceBusClient.from_connection_string(connection_string) as client:
+            yield client
+    else:
+        with tls_client(server, stack, namespace_name=namespace_name) as client:
+            yield client
