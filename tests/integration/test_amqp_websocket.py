@@ -62,6 +62,29 @@ def test_the_answer_names_the_first_subprotocol_offered_that_is_served(broker, o
         ws.close()
 
 
+def _upgrade_answer(server: BrokerServer, upgrade: bytes) -> bytes:
+    """The head of the broker's answer to an upgrade request sent on a raw TLS socket."""
+    context = ssl.create_default_context(cafile=server.cert_path)
+    port = server.namespaces["tls"].websocket_port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="localhost") as tls:
+        tls.sendall(upgrade)
+        response = b""
+        while b"\r\n\r\n" not in response:
+            response += tls.recv(4096)
+    return response.partition(b"\r\n\r\n")[0]
+
+
+@pytest.mark.parametrize("target", [f"https://localhost{PATH}", f"wss://localhost:5443{PATH}?x=1"])
+def test_an_absolute_form_request_target_is_upgraded(broker, target: str) -> None:
+    """As the Java SDK (proton-j's WebSocket) asks: `GET https://host/$servicebus/websocket HTTP/1.1`."""
+    head = _upgrade_answer(broker, UPGRADE.replace(f"GET {PATH} ".encode(), f"GET {target} ".encode()))
+    assert head.startswith(b"HTTP/1.1 101") and ACCEPT in head
+    assert _upgrade_answer(broker, UPGRADE.replace(PATH.encode(), b"https://localhost/other")).startswith(
+        b"HTTP/1.1 404")
+    still_serves(broker)
+
+
 def test_fragments_make_one_stream_and_pings_get_pongs(broker) -> None:
     ws = _connect(broker)
     try:
