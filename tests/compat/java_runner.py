@@ -1,12 +1,12 @@
 """Runs a scenario of the Java SDK suite (java/, a Maven project) against a namespace and returns the JSON
 document it prints.
 
-`java -cp <the scenarios' jar + the SDK's jars> sbfed.compat.Main <scenario> <args>` reads the namespace from its
-environment (`SB_CONNECTION_STRING`, `SB_ADMIN_CONNECTION_STRING`) and prints one JSON document as the last line
-of its standard output. The JVM trusts the broker's self-signed certificate through a PKCS#12 trust store made
-from the namespace's certificate (`javax.net.ssl.trustStore`): TLS is verified, as in Azure. The jar is built
-by Maven (`make setup` resolves the SDK into ~/.m2 once per pom.xml); a test session rebuilds it at most once,
-when a source is newer than the jar."""
+`java -cp <the scenarios' jar + the SDK's jars> sbfed.compat.Main <scenario> <args>` reads the namespace from
+its environment (`SB_CONNECTION_STRING`, `SB_ADMIN_CONNECTION_STRING`) and prints one JSON document as the
+last line of its standard output. The JVM trusts the broker's self-signed certificate through a PKCS#12
+trust store made from the namespace's certificate (`javax.net.ssl.trustStore`): TLS is verified, as in
+Azure. The jar is built by Maven (`make setup` resolves the SDK into ~/.m2 once per pom.xml); a test session
+rebuilds it at most once, when a source is newer than the jar."""
 
 from __future__ import annotations
 
@@ -41,10 +41,12 @@ def run_java(scenario: str, namespace: BrokerNamespace | None = None, *args: str
         environment = {"SB_CONNECTION_STRING": namespace.connection_string,
                        "SB_ADMIN_CONNECTION_STRING": namespace.admin_connection_string, **environment}
     certificate = cert_path or (namespace.cert_path if namespace else None)
-    trust = [f"-Djavax.net.ssl.trustStore={trust_store(certificate)}", "-Djavax.net.ssl.trustStoreType=PKCS12",
+    trust = [f"-Djavax.net.ssl.trustStore={trust_store(certificate)}",
+             "-Djavax.net.ssl.trustStoreType=PKCS12",
              f"-Djavax.net.ssl.trustStorePassword={TRUST_STORE_PASSWORD}"] if certificate else []
     command = ["java", *JVM_OPTIONS, *trust, "-cp", classpath(), "sbfed.compat.Main", scenario, *args]
-    return run_printing_json(command, cwd=JAVA_DIR, env=environment, timeout=timeout, label=f"java {scenario}")
+    return run_printing_json(command, cwd=JAVA_DIR, env=environment, timeout=timeout,
+                             label=f"java {scenario}")
 
 
 @functools.cache
@@ -54,7 +56,8 @@ def classpath() -> str:
     if not (JAR.exists() and CLASSPATH.exists()
             and JAR.stat().st_mtime >= max(path.stat().st_mtime for path in sources)):
         built = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "package"], cwd=JAVA_DIR,
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, check=False)
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+                               check=False)
         if built.returncode != 0:
             raise ScenarioError(f"mvn package failed in {JAVA_DIR} (`make setup` installs Maven)\n"
                                 f"{built.stdout[-6000:]}\n{built.stderr[-3000:]}")
@@ -70,7 +73,7 @@ def trust_store(cert_path: str) -> Path:
         store.parent.mkdir(exist_ok=True)
         partial = store.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "sbfed-broker", "-file", cert_path,
-                        "-keystore", str(partial), "-storetype", "PKCS12", "-storepass", TRUST_STORE_PASSWORD],
-                       check=True, capture_output=True, timeout=60)
+                        "-keystore", str(partial), "-storetype", "PKCS12",
+                        "-storepass", TRUST_STORE_PASSWORD], check=True, capture_output=True, timeout=60)
         partial.replace(store)
     return store

@@ -32,5 +32,5 @@ def run_js(script: str, namespace: BrokerNamespace | None = None, *args: str,
     """`node js/<script> <args>` with the namespace's settings and `env` added to this process's
     environment."""
     environment = {**os.environ, **(namespace_environment(namespace) if namespace else {}), **(env or {})}
-    return run_printing_json(["node", str(JS_DIR / script), *args], cwd=JS_DIR, env=environment, timeout=timeout,
-                             label=script)
+    return run_printing_json(["node", str(JS_DIR / script), *args], cwd=JS_DIR, env=environment,
+                             timeout=timeout, label=script)

@@ -48,7 +48,7 @@ final class Admin {
     static Object run(String[] args) {
         Admin scenario = new Admin();
         return map("queues", scenario.queues(args[0]), "topics", scenario.topics(args[1], args[2]),
-            "rules", scenario.rules(args[1], args[2]), "paging", scenario.paging());
+            "rules", scenario.rules(args[3], args[4]), "paging", scenario.paging());
     }
 
     /**
@@ -97,8 +97,10 @@ final class Admin {
         result.put("exists", map("orders", admin.getQueueExists("orders"),
             "missing", admin.getQueueExists("missing")));
         QueueProperties queue = admin.getQueue("orders");
+        // The service names forwarding destinations by URL (sb://host/archive), a URL the client cannot parse
+        // when it sends the queue back: a Java user names the destination again.
         queue.setMaxDeliveryCount(7).setUserMetadata("owner=payments").setStatus(EntityStatus.SEND_DISABLED)
-            .setForwardTo(null);
+            .setForwardTo(null).setForwardDeadLetteredMessagesTo("archive");
         result.put("updated", outcome(() -> admin.updateQueue(queue)));
         result.put("refetched", outcome(() -> admin.getQueue("orders")));
         result.put("runtime", outcome(() -> admin.getQueueRuntimeProperties(busyQueue)));

@@ -46,7 +46,8 @@ final class Json {
             return Map.of("base64", Base64.getEncoder().encodeToString(bytes));
         }
         if (value instanceof OffsetDateTime || value instanceof Duration || value instanceof Enum<?>
-            || value instanceof Character || value instanceof java.util.UUID) {
+            || value instanceof Character || value instanceof java.util.UUID
+            || value instanceof com.azure.core.util.ExpandableStringEnum<?>) {
             return value.toString();
         }
         if (value == null || value instanceof String || value instanceof Number || value instanceof Boolean) {

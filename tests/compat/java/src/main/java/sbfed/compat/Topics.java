@@ -12,6 +12,7 @@ import com.azure.messaging.servicebus.ServiceBusRuleManagerClient;
 import com.azure.messaging.servicebus.ServiceBusSenderClient;
 import com.azure.messaging.servicebus.administration.models.CorrelationRuleFilter;
 import com.azure.messaging.servicebus.administration.models.CreateRuleOptions;
+import com.azure.messaging.servicebus.administration.models.EmptyRuleAction;
 import com.azure.messaging.servicebus.administration.models.FalseRuleFilter;
 import com.azure.messaging.servicebus.administration.models.RuleProperties;
 import com.azure.messaging.servicebus.administration.models.SqlRuleAction;
@@ -97,7 +98,8 @@ final class Topics {
         filter.put("kind", rule.getFilter().getClass().getSimpleName());
         Object action = rule.getAction() instanceof SqlRuleAction sql
             ? map("sqlExpression", sql.getSqlExpression(), "parameters", sql.getParameters())
-            : rule.getAction() == null ? null : rule.getAction().getClass().getSimpleName();
+            : rule.getAction() instanceof EmptyRuleAction || rule.getAction() == null ? null
+            : rule.getAction().getClass().getSimpleName();
         return map("name", rule.getName(), "filter", filter, "action", action);
     }
 

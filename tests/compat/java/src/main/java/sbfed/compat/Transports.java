@@ -52,17 +52,17 @@ final class Transports {
 
     private static Object over(String transport) {
         ServiceBusClientBuilder builder = builder(transport, Harness.connectionString());
+        Map<String, Object> result = map("settle", settle(builder, "settle-" + transport),
+            "management", management(builder, "q-" + transport), "session", session(builder, "sessions-" + transport));
         String key = Base64.getEncoder().encodeToString("not the key".getBytes(StandardCharsets.UTF_8));
         ServiceBusClientBuilder wrong = builder(transport, Harness.withKey(Harness.connectionString(), key));
-        Map<String, Object> wrongKey;
         try (ServiceBusSenderClient sender = wrong.sender().queueName("q").buildClient()) {
-            wrongKey = Harness.outcome(() -> {
+            result.put("wrongKey", Harness.outcome(() -> {
                 sender.sendMessage(new ServiceBusMessage("never"));
                 return null;
-            });
+            }));
         }
-        return map("settle", settle(builder, "settle-" + transport), "management", management(builder,
-            "q-" + transport), "session", session(builder, "sessions-" + transport), "wrongKey", wrongKey);
+        return result;
     }
 
     private static Object settle(ServiceBusClientBuilder builder, String queue) {
