@@ -15,13 +15,13 @@ TOPOLOGY = {"namespaces": {"compat": {
                "chain-start": {"forward_to": "chain-mid"}, "refunds": {}},
     "topics": {"orders": {"subscriptions": {
         "all": {},
-        "managed": {},
         "red": {"rules": {"only-red": {"filter": {"sql": "color = 'red'"}, "action": {"sql": RED_ACTION}}}},
         "big": {"rules": {"large": {"filter": {"sql": "quantity > 10 AND sys.Label = 'order'"}}}},
         "refunds": {"forward_to": "refunds",
                     "rules": {"refund": {"filter": {"correlation": {"label": "refund"}}}}},
     }}},
 }}}
+MANAGED = {"namespaces": {"compat": {"topics": {"orders": {"subscriptions": {"managed": {}}}}}}}
 
 
 @pytest.fixture(scope="module")
@@ -56,31 +56,33 @@ def test_autoforwarding_from_a_subscription_and_along_a_chain(java) -> None:
     assert [(m["body"], m["messageId"]) for m in java["chain"]["end"]] == [("hop-1", "h1"), ("hop-2", "h2")]
 
 
-def test_the_rule_manager_creates_lists_and_deletes_rules(namespace) -> None:
-    managed = run_java("rules", namespace)
+def test_the_rule_manager_creates_lists_and_deletes_rules(serve) -> None:
+    managed = run_java("rules", serve(MANAGED)["compat"])
     true_filter = {"kind": "TrueRuleFilter", "sqlExpression": "1=1", "parameters": {}}
     assert managed["initial"] == [{"name": "$Default", "filter": true_filter, "action": None}]
     priced = {
         "name": "priced",
-        "filter": {"kind": "SqlRuleFilter", "sqlExpression": "quantity > @limit AND color = @color",
-                   "parameters": {"@limit": 10, "@color": "red"}},
-        "action": {"sqlExpression": "SET flagged = @flag; SET sys.Label = 'big-red'",
-                   "parameters": {"@flag": True}},
+        "filter": {"kind": "SqlRuleFilter", "sqlExpression": "quantity > 10 AND color = 'red'",
+                   "parameters": {}},
+        "action": {"sqlExpression": "SET flagged = TRUE; SET sys.Label = 'big-red'", "parameters": {}},
     }
+    # The SDK turns a listed rule into its administration model, whose properties are strings.
     matched = {
         "name": "matched",
         "filter": {"kind": "CorrelationRuleFilter", "correlationId": "cid", "messageId": "mid", "to": "to",
                    "replyTo": "rt", "subject": "lbl", "sessionId": "sess", "replyToSessionId": "rts",
-                   "contentType": "application/json", "properties": {"k": "v", "n": 5, "on": True}},
+                   "contentType": "application/json", "properties": {"k": "v", "n": "5", "on": "true"}},
         "action": None,
     }
     unset = dict.fromkeys(("correlationId", "messageId", "to", "replyTo", "sessionId", "replyToSessionId",
                            "contentType"))
     refunds = {"name": "refunds", "action": None, "filter": {
         "kind": "CorrelationRuleFilter", **unset, "subject": "refund", "properties": {}}}
-    everything = {"name": "everything", "filter": true_filter, "action": None}
+    # The SDK sends TrueRuleFilter and FalseRuleFilter as the SQL filters they are ("1=1", "1=0").
+    everything = {"name": "everything", "action": None,
+                  "filter": {"kind": "SqlRuleFilter", "sqlExpression": "1=1", "parameters": {}}}
     nothing = {"name": "nothing", "action": None,
-               "filter": {"kind": "FalseRuleFilter", "sqlExpression": "1=0", "parameters": {}}}
+               "filter": {"kind": "SqlRuleFilter", "sqlExpression": "1=0", "parameters": {}}}
     assert managed["listed"] == [priced, matched, refunds, everything, nothing]
     assert managed["afterDelete"] == [priced, matched, refunds, nothing]
     assert managed["again"]["error"]["reason"] == "MESSAGING_ENTITY_ALREADY_EXISTS", managed["again"]

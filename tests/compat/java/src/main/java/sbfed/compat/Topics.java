@@ -115,11 +115,9 @@ final class Topics {
             .subscriptionName("managed").buildClient()) {
             List<Map<String, Object>> initial = rules(manager);
             manager.deleteRule("$Default");
-            SqlRuleFilter priced = new SqlRuleFilter("quantity > @limit AND color = @color");
-            priced.getParameters().putAll(Map.of("@limit", 10, "@color", "red"));
-            SqlRuleAction flag = new SqlRuleAction("SET flagged = @flag; SET sys.Label = 'big-red'");
-            flag.getParameters().put("@flag", true);
-            manager.createRule("priced", new CreateRuleOptions(priced).setAction(flag));
+            // The rule manager sends a SQL filter's and action's expression only (not their parameters).
+            manager.createRule("priced", new CreateRuleOptions(new SqlRuleFilter("quantity > 10 AND color = 'red'"))
+                .setAction(new SqlRuleAction("SET flagged = TRUE; SET sys.Label = 'big-red'")));
             CorrelationRuleFilter matched = new CorrelationRuleFilter().setCorrelationId("cid").setMessageId("mid")
                 .setTo("to").setReplyTo("rt").setLabel("lbl").setSessionId("sess").setReplyToSessionId("rts")
                 .setContentType("application/json");
