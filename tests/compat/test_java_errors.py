@@ -9,10 +9,7 @@ from typing import Any
 
 import pytest
 from java_runner import run_java
-
-TOPOLOGY = {"namespaces": {"compat": {"queues": {
-    "errors": {}, "error-sessions": {"requires_session": True}, "locks": {"lock_duration": "PT5S"}}}}}
-FAST_MS = 3000  # an error is an answer, not a client timeout (10 s here)
+from test_js_errors import FAST_MS, TOPOLOGY  # the same entities and bound as the JavaScript suite
 
 
 @pytest.fixture(scope="module")

@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import re
 from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from java_runner import run_java
+from test_js_messaging import SERVICE_BUS_ID
+from test_js_messaging import TOPOLOGY as JS_TOPOLOGY
 
-TOPOLOGY = {"namespaces": {"compat": {"queues": {
-    "basic": {}, "batch": {}, "settle": {"max_delivery_count": 2}, "peek": {}, "schedule": {},
-    "subscribe": {},
-    "dedup": {"requires_duplicate_detection": True, "duplicate_detection_history_time_window": "PT10M"},
-    "partitioned": {"enable_partitioning": True}, "from-python": {}, "from-java": {},
-    "expiring": {"dead_lettering_on_message_expiration": True},
-}}}}
-SERVICE_BUS_ID = re.compile(r"^[0-9a-f]{32}$")  # what Service Bus assigns: a GUID without dashes
+# The JavaScript suite's entities, with a queue for messages the Java SDK sends to the Python SDK.
+QUEUES = {**JS_TOPOLOGY["namespaces"]["compat"]["queues"], "from-java": {}}
+TOPOLOGY = {"namespaces": {"compat": {"queues": QUEUES}}}
 NO_LOCK = (None, "00000000-0000-0000-0000-000000000000")  # how the Java SDK shows a message under no lock
 
 

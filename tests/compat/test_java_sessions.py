@@ -7,9 +7,7 @@ from typing import Any
 
 import pytest
 from java_runner import run_java
-
-TOPOLOGY = {"namespaces": {"compat": {"queues": {
-    "sessions": {"requires_session": True}, "sessions-next": {"requires_session": True}}}}}
+from test_js_sessions import TOPOLOGY  # the same entities as the JavaScript suite
 
 
 @pytest.fixture(scope="module")

@@ -8,19 +8,9 @@ from typing import Any
 
 import pytest
 from java_runner import run_java
+from test_js_topics import TOPOLOGY as JS_TOPOLOGY
 
-RED_ACTION = "SET sys.Label = 'red-order'; SET stamped = 'yes'"
-TOPOLOGY = {"namespaces": {"compat": {
-    "queues": {"chain-end": {}, "chain-mid": {"forward_to": "chain-end"},
-               "chain-start": {"forward_to": "chain-mid"}, "refunds": {}},
-    "topics": {"orders": {"subscriptions": {
-        "all": {},
-        "red": {"rules": {"only-red": {"filter": {"sql": "color = 'red'"}, "action": {"sql": RED_ACTION}}}},
-        "big": {"rules": {"large": {"filter": {"sql": "quantity > 10 AND sys.Label = 'order'"}}}},
-        "refunds": {"forward_to": "refunds",
-                    "rules": {"refund": {"filter": {"correlation": {"label": "refund"}}}}},
-    }}},
-}}}
+TOPOLOGY = JS_TOPOLOGY  # the same entities as the JavaScript suite
 MANAGED = {"namespaces": {"compat": {"topics": {"orders": {"subscriptions": {"managed": {}}}}}}}
 
 
