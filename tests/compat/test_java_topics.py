@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from java_runner import run_java
+from test_js_admin import python_admin
 from test_js_topics import TOPOLOGY as JS_TOPOLOGY
 
 TOPOLOGY = JS_TOPOLOGY  # the same entities as the JavaScript suite
@@ -47,7 +48,8 @@ def test_autoforwarding_from_a_subscription_and_along_a_chain(java) -> None:
 
 
 def test_the_rule_manager_creates_lists_and_deletes_rules(serve) -> None:
-    managed = run_java("rules", serve(MANAGED)["compat"])
+    namespace = serve(MANAGED)["compat"]
+    managed = run_java("rules", namespace)
     true_filter = {"kind": "TrueRuleFilter", "sqlExpression": "1=1", "parameters": {}}
     assert managed["initial"] == [{"name": "$Default", "filter": true_filter, "action": None}]
     priced = {
@@ -81,3 +83,6 @@ def test_the_rule_manager_creates_lists_and_deletes_rules(serve) -> None:
     # "priced" matches the big red order and its action relabels it; "refunds" takes the refund.
     routed = [(m["body"], m["subject"], m["applicationProperties"].get("flagged")) for m in managed["routed"]]
     assert routed == [("managed-big", "big-red", True), ("managed-refund", "refund", None)]
+    # The broker kept the types the Java client sent (int, boolean): the admin client reads them back typed.
+    stored = python_admin(namespace).get_rule("orders", "managed", "matched").filter.properties
+    assert stored == {"k": "v", "n": 5, "on": True}
