@@ -1,7 +1,8 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Both create .venv, install the pinned dependencies, check Java (Spark needs 17+), Node.js 18+, Go 1.26+ and
 # chromium with chromedriver (the console's browser test), install the JavaScript SDK the compatibility tests
-# drive (tests/compat/js, from its lockfile) and build the Go one's binary (tests/compat/go, from go.sum).
+# drive (tests/compat/js, from its lockfile), build the Go one's binary (tests/compat/go, from go.sum) and, with
+# Maven and a JDK, the Java one's jar (tests/compat/java: its pom.xml's dependencies into ~/.m2).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,12 +11,14 @@ JS := tests/compat/js
 JS_STAMP := $(JS)/node_modules/.installed-stamp
 GO := tests/compat/go
 GO_BINARY := $(GO)/bin/compat
+JAVA_SUITE := tests/compat/java
+JAVA_STAMP := $(JAVA_SUITE)/target/.installed-stamp
 # CI runs the slow suites too; a developer's default run skips them (`make test-all` runs everything).
 PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 
-.PHONY: setup demo test test-all lint console-screenshots bench clean java node golang chromium
+.PHONY: setup demo test test-all lint console-screenshots bench clean java maven node golang chromium
 
-setup: $(STAMP) java chromium $(JS_STAMP) $(GO_BINARY)
+setup: $(STAMP) java chromium $(JS_STAMP) $(GO_BINARY) $(JAVA_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +28,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 java:
 	@bash scripts/ensure-java.sh
+
+maven:
+	@bash scripts/ensure-maven.sh
 
 node:
 	@bash scripts/ensure-node.sh
@@ -42,6 +48,12 @@ $(JS_STAMP): $(JS)/package-lock.json | node
 # Built again only when the module or a source changed; modules come from the module proxy into Go's cache.
 $(GO_BINARY): $(GO)/go.mod $(GO)/go.sum $(wildcard $(GO)/*.go) | golang
 	cd $(GO) && go build -buildvcs=false -o bin/compat .
+
+# Once per pom.xml: the SDK and Maven's plugins into ~/.m2, then the jar (java_runner.py rebuilds it when a
+# scenario's source is newer, at most once a test session).
+$(JAVA_STAMP): $(JAVA_SUITE)/pom.xml | java maven
+	cd $(JAVA_SUITE) && mvn -q -B -Dstyle.color=never dependency:go-offline && mvn -q -B -Dstyle.color=never package
+	touch $(JAVA_STAMP)
 
 demo: setup
 	$(VENV)/bin/sbfed demo
@@ -72,4 +84,4 @@ bench: setup
 	if [ -n "$$failed" ]; then echo "failed: $${failed#, }"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info $(JS)/node_modules $(GO)/bin
+	rm -rf $(VENV) .pytest_cache build *.egg-info $(JS)/node_modules $(GO)/bin $(JAVA_SUITE)/target

@@ -1,6 +1,7 @@
 """The compatibility suite: the broker as users run it (`sbfed broker serve`, its own process, in memory on
 ephemeral ports), driven by clients other than the Python SDK — the official JavaScript SDK through the node
-scripts in js/ (see js_runner.py), and raw AMQP for forms no installed SDK sends."""
+scripts in js/ (see js_runner.py), the official Java SDK through the Maven project in java/ (see
+java_runner.py), and raw AMQP for forms no installed SDK sends."""
 
 from __future__ import annotations
 

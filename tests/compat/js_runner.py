@@ -7,21 +7,16 @@ that line, fails the test with its output."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from patterns.drills.broker import BrokerNamespace
+from tests.compat.scenario_process import run_printing_json
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 DEFAULT_TIMEOUT_SECONDS = 180
-
-
-class NodeScriptError(AssertionError):
-    """A node script exited with an error or printed no JSON; the message holds its output."""
 
 
 def namespace_environment(namespace: BrokerNamespace) -> dict[str, str]:
@@ -37,23 +32,5 @@ def run_js(script: str, namespace: BrokerNamespace | None = None, *args: str,
     """`node js/<script> <args>` with the namespace's settings and `env` added to this process's
     environment."""
     environment = {**os.environ, **(namespace_environment(namespace) if namespace else {}), **(env or {})}
-    try:
-        completed = subprocess.run(
-            ["node", str(JS_DIR / script), *args], cwd=JS_DIR, env=environment, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as expired:
-        raise NodeScriptError(f"{script} did not finish within {timeout:.0f} s\n{_output(expired)}") from None
-    lines = completed.stdout.strip().splitlines()
-    if completed.returncode != 0 or not lines:
-        raise NodeScriptError(f"{script} exited with {completed.returncode}\n{_output(completed)}")
-    try:
-        return json.loads(lines[-1])
-    except ValueError:
-        raise NodeScriptError(f"{script} printed no JSON on its last line\n{_output(completed)}") from None
-
-
-def _output(result: subprocess.CompletedProcess[str] | subprocess.TimeoutExpired) -> str:
-    def text(value: str | bytes | None) -> str:
-        return value.decode(errors="replace") if isinstance(value, bytes) else value or ""
-
-    return f"--- stdout\n{text(result.stdout)[-4000:]}\n--- stderr\n{text(result.stderr)[-4000:]}"
+    return run_printing_json(["node", str(JS_DIR / script), *args], cwd=JS_DIR, env=environment,
+                             timeout=timeout, label=script)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import websocket
@@ -62,6 +64,36 @@ def test_the_answer_names_the_first_subprotocol_offered_that_is_served(broker, o
         ws.close()
 
 
+@contextmanager
+def _upgraded(server: BrokerServer, upgrade: bytes = UPGRADE) -> Iterator[tuple[ssl.SSLSocket, bytes, bytes]]:
+    """A raw TLS socket that sent `upgrade`: the socket, the head of the broker's answer, what came after."""
+    context = ssl.create_default_context(cafile=server.cert_path)
+    port = server.namespaces["tls"].websocket_port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="localhost") as tls:
+        tls.sendall(upgrade)
+        response = b""
+        while b"\r\n\r\n" not in response:
+            response += tls.recv(4096)
+        head, _, rest = response.partition(b"\r\n\r\n")
+        yield tls, head, rest
+
+
+def _upgrade_answer(server: BrokerServer, upgrade: bytes) -> bytes:
+    with _upgraded(server, upgrade) as (_, head, _):
+        return head
+
+
+@pytest.mark.parametrize("target", [f"https://localhost{PATH}", f"wss://localhost:5443{PATH}?x=1"])
+def test_an_absolute_form_request_target_is_upgraded(broker, target: str) -> None:
+    """As the Java SDK (proton-j's WebSocket) asks: `GET https://host/$servicebus/websocket HTTP/1.1`."""
+    head = _upgrade_answer(broker, UPGRADE.replace(f"GET {PATH} ".encode(), f"GET {target} ".encode()))
+    assert head.startswith(b"HTTP/1.1 101") and ACCEPT in head
+    assert _upgrade_answer(broker, UPGRADE.replace(PATH.encode(), b"https://localhost/other")).startswith(
+        b"HTTP/1.1 404")
+    still_serves(broker)
+
+
 def test_fragments_make_one_stream_and_pings_get_pongs(broker) -> None:
     ws = _connect(broker)
     try:
@@ -89,15 +121,7 @@ def test_a_text_frame_is_refused_with_1003(broker) -> None:
 
 
 def test_an_unmasked_client_frame_is_refused_with_1002(broker) -> None:
-    context = ssl.create_default_context(cafile=broker.cert_path)
-    port = broker.namespaces["tls"].websocket_port
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
-            context.wrap_socket(raw, server_hostname="localhost") as tls:
-        tls.sendall(UPGRADE)
-        response = b""
-        while b"\r\n\r\n" not in response:
-            response += tls.recv(4096)
-        head, _, rest = response.partition(b"\r\n\r\n")
+    with _upgraded(broker) as (tls, head, rest):
         assert head.startswith(b"HTTP/1.1 101") and ACCEPT in head and SUBPROTOCOL.encode() in head
         tls.sendall(bytes([0x82, len(SASL_HEADER)]) + SASL_HEADER)  # no mask bit
         while len(rest) < 4:

@@ -69,10 +69,11 @@ def _read_value(key: str, value: ElementTree.Element, owner: str) -> Any:
 def _type_and_text(value: Any) -> tuple[str, str]:
     if isinstance(value, bool):  # before int: bool is an int
         return "boolean", "true" if value else "false"
+    # int() and float(): a value a client typed over AMQP (proton's int32, long, float32...) prints its type
     if isinstance(value, int):
-        return ("int" if INT32_MIN <= value <= INT32_MAX else "long"), str(value)
+        return ("int" if INT32_MIN <= value <= INT32_MAX else "long"), str(int(value))
     if isinstance(value, float):
-        return "double", repr(value)
+        return "double", repr(float(value))
     if isinstance(value, datetime):
         return "dateTime", value.isoformat()
     if isinstance(value, timedelta):

@@ -41,6 +41,15 @@ def accept_key(key: str) -> str:
     return base64.b64encode(hashlib.sha1(key.encode("ascii") + _GUID).digest()).decode("ascii")
 
 
+def request_path(target: str) -> str:
+    """The path of a request target in origin form (`/path?query`) or absolute form (`https://host/path`:
+    RFC 7230 section 5.3.2 has servers accept it; the Java SDK's proton-j WebSocket sends it)."""
+    scheme, separator, rest = target.partition("://")
+    if separator and "/" not in scheme:
+        target = "/" + rest.partition("/")[2]
+    return target.split("?")[0].rstrip("/")
+
+
 def frame(opcode: int, payload: bytes | memoryview) -> bytes:
     """One final, unmasked frame (the server's kind)."""
     size = len(payload)
@@ -182,7 +191,7 @@ class WebSocketStream(Layer):
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
         method, _, rest = request.partition(" ")
-        path = rest.rpartition(" ")[0].split("?")[0].rstrip("/")
+        path = request_path(rest.rpartition(" ")[0])
         if method != "GET" or "websocket" not in headers.get("upgrade", "").lower():
             self._answer("400 Bad Request", "Only WebSocket upgrades are served here.")
         if path != PATH:

@@ -23,6 +23,7 @@ from azure.servicebus.management._models import (
     RuleProperties as SdkRuleProperties,
 )
 from azure.servicebus.management._utils import deserialize_rule_key_values
+from proton import float32, int32, symbol, ulong
 
 from local_broker.engine import (
     TIMESPAN_MAX,
@@ -273,6 +274,17 @@ def test_topic_entry_runtime():
     internal = sdk_read(TopicDescriptionEntry, render(entry)).content.topic_description
     runtime = TopicRuntimeProperties._from_internal_entity("t1", internal)
     assert runtime.subscription_count == 5 and runtime.scheduled_message_count == 2
+
+
+def test_values_a_client_typed_over_amqp_render_as_numbers():
+    """A rule added over AMQP keeps the client's types (proton's int32, long, float32): its ATOM reads 5."""
+    rule = RuleProperties("typed", CorrelationFilter(properties={
+        "n": int32(5), "big": ulong(1 << 40), "f": float32(0.5), "s": symbol("v")}), created_at=CREATED)
+    payload = atom.render_entry(BASE, "t1/subscriptions/s1/rules/typed", "typed",
+                                rule_codec.render_rule(rule), CREATED, CREATED, "primary")
+    description = ElementTree.fromstring(payload).find(f"{{{atom.ATOM_NS}}}content")[0]
+    assert rule_codec.parse_rule(description, default_name=None).filter.properties == {
+        "n": 5, "big": 1 << 40, "f": 0.5, "s": "v"}
 
 
 @pytest.mark.parametrize("rule", [
