@@ -39,6 +39,14 @@ class Deletion:
         before = now if enqueued_before is None else enqueued_before
         if sq.lazy:
             self._materialize(sq, INF)
+        tail = sq.tail  # what a paged sub-queue keeps in the store (paging.py) comes into memory first
+        while (
+            tail is not None
+            and tail.count
+            and sum(1 for m in sq.messages.values() if _eligible(m, before, session_id)) < max_count
+            and self._page_in(sq, max_count)
+        ):
+            pass
         eligible = sorted(
             (m for m in sq.messages.values() if _eligible(m, before, session_id)),
             key=lambda m: m.sequence_number)[:max_count]
