@@ -216,6 +216,9 @@ def show_console(ready_file: Path, wait: bool) -> None:
     print("\nthe last drill's broker in the web console (one-time login links; docs/console.md):")
     for namespace in namespaces:
         print(f"  {namespace['namespace']}: {namespace['console_url']}")
+    print("its metrics for Prometheus (docs/operations.md#metrics-and-traces):")
+    for namespace in namespaces:
+        print(f"  {namespace['namespace']}: http://127.0.0.1:{namespace['admin_port']}/metrics")
     with contextlib.suppress(EOFError, KeyboardInterrupt):
         input("press Enter to stop the broker and finish ")
 

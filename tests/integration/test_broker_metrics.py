@@ -70,6 +70,9 @@ def test_the_sdks_work_counted_exactly() -> None:
             time.sleep(0.1)
         after = _scrape(ns.admin_port)
         assert after[("servicebus_active_connections", "")] == 0
+        assert after[("servicebus_namespace_available", "")] == 1
+        ns.faults.set({"namespace_down": "refuse"})  # as a drill's control call does
+        assert _scrape(ns.admin_port)[("servicebus_namespace_available", "")] == 0
         opened, closed = (after[(f"servicebus_connections_{k}_total", "")] for k in ("opened", "closed"))
         assert opened == closed >= 3  # two senders and the receiver
 

@@ -63,7 +63,9 @@ class ConnectionCounts:
     closed: int
 
 
-def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCounts) -> bytes:
+def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCounts,
+           available: bool) -> bytes:
+    """`available`: the namespace serves clients (not taken down through the control API or the console)."""
     rows = list(rows)
     lines: list[str] = []
     for family in ENTITY_FAMILIES:
@@ -73,6 +75,8 @@ def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCou
             lines.append(f"{family.name}{labels} {family.value(row)}")
     ns = _labels(namespace=namespace)
     for name, kind, azure, text, value in (
+            ("servicebus_namespace_available", "gauge", "", "1 while the namespace serves clients, 0 while "
+             "it is down (a drill's fault)", int(available)),
             ("servicebus_active_connections", "gauge", "ActiveConnections", "Open AMQP connections",
              connections.active),
             ("servicebus_connections_opened_total", "counter", "ConnectionsOpened", "AMQP connections opened",

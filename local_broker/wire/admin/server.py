@@ -329,8 +329,9 @@ class AdminServer:
             if not (claim.authorizes("", LISTEN) or claim.authorizes("", MANAGE)):
                 claim.require("", LISTEN)
         _, rows = self.run_on_engine(console_operations.entities)
-        return AdminResponse(200, metrics.render(self.namespace_name, rows, self.connections()),
-                             metrics.CONTENT_TYPE)
+        page = metrics.render(self.namespace_name, rows, self.connections(),
+                              available=self.faults.state.namespace_down is None)
+        return AdminResponse(200, page, metrics.CONTENT_TYPE)
 
     def _verify(self, token: str | None) -> Any:
         if not token:
