@@ -1,14 +1,23 @@
 """The replicators' metrics and traces on a real replication between two local namespaces: what
 `sbfed functions run --metrics-port` serves to Prometheus, and the copy spans of the in-process host, each
-checked against the messages actually sent and replicated."""
+checked against the messages actually sent and replicated; and Debian's Prometheus server scraping the
+brokers and the host, queried through its own HTTP API."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import socket
+import subprocess
 import time
+import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+import yaml
 from azure.servicebus import ServiceBusMessage
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -16,7 +25,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
-from replication_harness import APP, drain_subscription, functions_host, send_all, settings_for, topology
+from replication_harness import (
+    APP,
+    REPO,
+    drain_subscription,
+    functions_host,
+    send_all,
+    settings_for,
+    topology,
+)
 
 from patterns.drills.processes import SbfedProcess
 from replicators import telemetry
@@ -107,3 +124,82 @@ def test_each_copy_is_a_span_of_its_producers_trace(tmp_path, monkeypatch: pytes
                  for scope in resource.scope_metrics for metric in scope.metrics
                  if metric.name == "sbfed.replication.copied" for point in metric.data.data_points)
     assert copied >= COUNT
+
+
+@pytest.fixture(scope="module")
+def prometheus_binary() -> str:
+    """Debian's Prometheus server (make setup installs it; the fixture too when it is missing)."""
+    if shutil.which("prometheus") is None:
+        subprocess.run(["bash", str(REPO / "scripts" / "ensure-prometheus.sh")], check=True)
+    return shutil.which("prometheus") or "prometheus"
+
+
+@contextmanager
+def _prometheus(binary: str, directory: Path, targets: dict[str, int]) -> Iterator[str]:
+    """A Prometheus server scraping `targets` (job -> port on loopback) every second; yields its address."""
+    port = _free_port()
+    config = {"global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+              "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{target}"]}]}
+                                 for job, target in targets.items()]}
+    (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
+    with open(directory / "prometheus.log", "wb") as log:
+        server = subprocess.Popen(
+            [binary, f"--config.file={directory / 'prometheus.yml'}",
+             f"--storage.tsdb.path={directory / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _query(address: str, expression: str) -> float | None:
+    """An instant query through Prometheus' HTTP API: the one value, or None while there is none."""
+    url = f"{address}/api/v1/query?{urllib.parse.urlencode({'query': expression})}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            answer = json.load(response)
+    except OSError:
+        return None  # still starting
+    results = answer["data"]["result"]
+    return float(results[0]["value"][1]) if len(results) == 1 else None
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_the_brokers_and_the_replicators(tmp_path, prometheus_binary: str) -> None:
+    sent = [_traced(i) for i in range(COUNT)]
+    with brokers(topology(), tmp_path) as (namespaces, path):
+        settings = settings_for(namespaces, path)
+        port = _free_port()
+        argv = ["functions", "run", "--app", str(APP), "--only", TASK, "--metrics-port", str(port)]
+        host = SbfedProcess("`sbfed functions run`", argv, tmp_path / "functions.log", env=settings)
+        host.start(lambda: "running" in (tmp_path / "functions.log").read_text(), timeout=60)
+        targets = {"replicators": port, **{name: int(namespaces[name].admin_url.rsplit(":", 1)[1])
+                                           for name in ("primary", "secondary")}}
+        try:
+            with _prometheus(prometheus_binary, tmp_path, targets) as prometheus:
+                send_all(settings["PRIMARY"], "events", [m for m, _ in sent])
+                replicas = drain_subscription(settings["SECONDARY"], "events", "check", COUNT, timeout=60)
+                assert len(replicas) == COUNT
+                expected = {
+                    f'sbfed_replication_copied_total{{task="{TASK}"}}': COUNT,
+                    f'sbfed_replication_lag_seconds_count{{task="{TASK}"}}': COUNT,
+                    'servicebus_incoming_messages_total{namespace="primary",entity="events"}': COUNT,
+                    'servicebus_incoming_messages_total{namespace="secondary",entity="events"}': COUNT,
+                    'servicebus_outgoing_messages_total{namespace="secondary",entity="events/subscriptions/check"}':
+                        COUNT,
+                    'servicebus_namespace_available{namespace="secondary"}': 1,
+                }
+                deadline, seen = time.monotonic() + 60, {}
+                while time.monotonic() < deadline:
+                    seen = {expression: _query(prometheus, expression) for expression in expected}
+                    if seen == expected:
+                        break
+                    time.sleep(1)
+                assert seen == expected
+                p99 = _query(prometheus, "histogram_quantile(0.99, sum by (le) "
+                                         "(sbfed_replication_lag_seconds_bucket))")
+                assert p99 is not None and 0 < p99 < 60
+        finally:
+            host.stop(timeout=30)
