@@ -281,7 +281,8 @@ class BrokerServer:
                             health=lambda: self._problems(engine, endpoint, listeners),
                             connections=lambda: ConnectionCounts(endpoint.open_connections,
                                                                  endpoint.connections_opened,
-                                                                 endpoint.connections_closed))
+                                                                 endpoint.connections_closed),
+                            requests=endpoint.requests)
         self._admins.append(admin)
         self.namespaces[spec.name] = HostedNamespace(
             name=spec.name, host=self.host, amqp_port=listeners["amqp_port"].port,

@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 import urllib.request
 
+import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import ServiceBusError
 
 from local_broker.auth import generate_sas_token
 from local_broker.server import BrokerServer
@@ -53,6 +55,8 @@ def test_the_sdks_work_counted_exactly() -> None:
                 receiver.abandon_message(got[2])
                 receiver.dead_letter_message(got[3], reason="Bad")
                 assert _scrape(ns.admin_port)[("servicebus_active_connections", "")] >= 1  # the receiver's
+            with pytest.raises(ServiceBusError), client.get_queue_sender("nope") as sender:
+                sender.send_messages(ServiceBusMessage("to no queue"))  # refused at the attach: a user error
         samples = _scrape(ns.admin_port)
         orders = {name: samples[(name, "orders")] for name, entity in samples if entity == "orders"}
         assert orders["servicebus_incoming_messages_total"] == 7
@@ -64,6 +68,16 @@ def test_the_sdks_work_counted_exactly() -> None:
         assert orders["servicebus_deadlettered_messages"] == 1
         assert orders["servicebus_size_bytes"] > 0
         assert samples[("servicebus_incoming_messages_total", "events")] == 3
+        namespace = {name.removeprefix("servicebus_"): value for (name, entity), value in samples.items()
+                     if not entity}
+        assert namespace["server_send_latency_seconds_count"] == 2  # two batches: a transfer each
+        assert namespace["server_settle_latency_seconds_count"] == 4
+        assert namespace["server_send_latency_seconds_bucket"] == 2  # the last bucket read: +Inf
+        assert namespace["user_errors_total"] >= 1  # the attach to no queue
+        assert namespace["server_errors_total"] == namespace["throttled_requests_total"] == 0
+        requests = namespace["incoming_requests_total"]
+        assert requests >= 2 + 4 + 1
+        assert namespace["successful_requests_total"] == requests - namespace["user_errors_total"]
         assert samples[("servicebus_active_messages", "events/subscriptions/all")] == 3
         deadline = time.monotonic() + 10  # the client's close reaches the broker after the scrape above
         while _scrape(ns.admin_port)[("servicebus_active_connections", "")] and time.monotonic() < deadline:

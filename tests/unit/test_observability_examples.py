@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY, generate_latest
 
 from local_broker.console.operations import EntityRow
 from local_broker.wire.admin.metrics import ConnectionCounts, render
+from local_broker.wire.amqp.tally import Requests
 from replicators.telemetry import ReplicationMetrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
@@ -24,7 +25,7 @@ SERIES = re.compile(r"\b(?:servicebus|sbfed)_[a-z_]+\b")
 def _served() -> set[str]:
     """Every series name the broker and the replicators serve (histograms with their three suffixes)."""
     row = EntityRow("orders", "queue", "Active", 1, 0, 0, 0, 0, 10)
-    broker = render("primary", [row], ConnectionCounts(1, 1, 0), available=True).decode()
+    broker = render("primary", [row], ConnectionCounts(1, 1, 0), available=True, requests=Requests()).decode()
     provider = MeterProvider(metric_readers=[PrometheusMetricReader()], shutdown_on_exit=False)
     try:
         instruments = ReplicationMetrics(provider.get_meter("examples"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from local_broker.console.operations import EntityRow
+from local_broker.wire.amqp.tally import Histogram, Requests
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -64,8 +65,9 @@ class ConnectionCounts:
 
 
 def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCounts,
-           available: bool) -> bytes:
-    """`available`: the namespace serves clients (not taken down through the control API or the console)."""
+           available: bool, requests: Requests) -> bytes:
+    """`available`: the namespace serves clients (not taken down through the control API or the console);
+    `requests`: its AMQP endpoint's requests, failures and latencies."""
     rows = list(rows)
     lines: list[str] = []
     for family in ENTITY_FAMILIES:
@@ -82,10 +84,37 @@ def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCou
             ("servicebus_connections_opened_total", "counter", "ConnectionsOpened", "AMQP connections opened",
              connections.opened),
             ("servicebus_connections_closed_total", "counter", "ConnectionsClosed", "AMQP connections closed",
-             connections.closed)):
+             connections.closed),
+            ("servicebus_incoming_requests_total", "counter", "IncomingRequests",
+             "AMQP requests: attaches, sends, settlements, $cbs and $management requests", requests.incoming),
+            ("servicebus_successful_requests_total", "counter", "SuccessfulRequests",
+             "Requests that succeeded", requests.successful),
+            ("servicebus_user_errors_total", "counter", "UserErrors",
+             "Requests refused for the client's error (not found, unauthorized, lock lost, too large, ...)",
+             requests.user_errors),
+            ("servicebus_server_errors_total", "counter", "ServerErrors",
+             "Requests failed by the broker (its store could not write)", requests.server_errors),
+            ("servicebus_throttled_requests_total", "counter", "ThrottledRequests",
+             "Requests refused as server-busy", requests.throttled)):
         _head(lines, name, kind, azure, text)
         lines.append(f"{name}{ns} {value}")
+    for name, azure, text, histogram in (
+            ("servicebus_server_send_latency_seconds", "ServerSendLatency",
+             "From the broker reading a send to its acceptance leaving", requests.send_latency),
+            ("servicebus_server_settle_latency_seconds", "",
+             "From the broker reading a settlement to its answer leaving", requests.settle_latency)):
+        _head(lines, name, "histogram", azure, text)
+        lines += _histogram(name, namespace, histogram)
     return ("\n".join(lines) + "\n").encode()
+
+
+def _histogram(name: str, namespace: str, histogram: Histogram) -> list[str]:
+    lines, cumulative = [], 0
+    for bound, count in zip((*histogram.bounds, "+Inf"), histogram.buckets, strict=True):
+        cumulative += count
+        lines.append(f"{name}_bucket{_labels(namespace=namespace, le=bound)} {cumulative}")
+    ns = _labels(namespace=namespace)
+    return [*lines, f"{name}_sum{ns} {histogram.sum}", f"{name}_count{ns} {histogram.count}"]
 
 
 def _head(lines: list[str], name: str, kind: str, azure: str, text: str) -> None:

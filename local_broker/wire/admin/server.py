@@ -53,6 +53,7 @@ from local_broker.wire.admin.operations import (
     parse_put_body,
     parse_target,
 )
+from local_broker.wire.amqp.tally import Requests
 
 log = logging.getLogger("local_broker.admin")
 
@@ -239,14 +240,16 @@ class AdminServer:
                  clock: Callable[[], float] = time.time, health: Callable[[], list[str]] = list,
                  connections: Callable[[], metrics.ConnectionCounts] = (
                      lambda: metrics.ConnectionCounts(0, 0, 0)),
-                 ) -> None:
-        """`connections`: the namespace's AMQP connection counts (its endpoint's), for /metrics."""
+                 requests: Requests | None = None) -> None:
+        """`connections`, `requests`: the namespace's AMQP connections and requests (its endpoint's), for
+        /metrics."""
         self.namespace_name = namespace_name
         self.auth = auth
         self.faults = faults
         self.clock = clock
         self.health = health  # what keeps the namespace from serving fully (empty: nothing)
         self.connections = connections
+        self.requests = requests or Requests()
         self.run_on_engine = run_on_engine
         self.tls_context = Certificate(Path(cert_path), Path(key_path)).server_context()
         self.operations = Operations(namespace_name, run_on_engine)
@@ -330,7 +333,7 @@ class AdminServer:
                 claim.require("", LISTEN)
         _, rows = self.run_on_engine(console_operations.entities)
         page = metrics.render(self.namespace_name, rows, self.connections(),
-                              available=self.faults.state.namespace_down is None)
+                              available=self.faults.state.namespace_down is None, requests=self.requests)
         return AdminResponse(200, page, metrics.CONTENT_TYPE)
 
     def _verify(self, token: str | None) -> Any:

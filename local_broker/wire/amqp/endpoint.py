@@ -36,6 +36,7 @@ from local_broker.wire.amqp import compat, management, messages
 from local_broker.wire.amqp.codec import MessageDecodeError
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import BrokerDelivery, EngineThread
+from local_broker.wire.amqp.tally import Histogram, Requests
 
 _LIB = compat.LIB
 
@@ -124,6 +125,7 @@ class NamespaceEndpoint(Handler):
         self.max_connections = max_connections
         self.open_connections = 0
         self.connections_opened = self.connections_closed = 0  # since the broker started (/metrics)
+        self.requests = Requests()  # requests, failures and latencies since the broker started (/metrics)
         self.sync = sync  # makes the last commit survive power loss (see `commit`)
         self.new_data = False  # this turn accepted messages or management changes
         self.faults = faults or NamespaceFaults()
@@ -189,13 +191,18 @@ class NamespaceEndpoint(Handler):
                 self._after_commit(action)
             else:
                 refuse(self.failure)
-        for answer, deliveries in ((compat.echo_outcome, echoes), (compat.accept, accepts)):
+        requests, started = self.requests, self.turn.started
+        for answer, deliveries, latency in ((compat.echo_outcome, echoes, requests.settle_latency),
+                                            (compat.accept, accepts, requests.send_latency)):
             if not deliveries:
                 continue
             if self.failure is None:
-                self._after_commit(lambda answer=answer, deliveries=deliveries: _answer(deliveries, answer))
+                self._after_commit(lambda answer=answer, deliveries=deliveries, latency=latency: _answer(
+                    deliveries, answer, latency, started))
             else:
                 _refuse(deliveries, self.failure)
+                for _ in deliveries:
+                    requests.failed(self.failure)
 
     def next_deadline(self) -> float | None:
         return self.ns.next_deadline()
@@ -328,6 +335,7 @@ class NamespaceEndpoint(Handler):
         if not link.state & Endpoint.LOCAL_UNINIT:
             return
         address = (link.remote_target if link.is_receiver else link.remote_source).address
+        self.requests.incoming += 1
         try:
             if address == CBS_NODE or (address or "").lower().endswith(MANAGEMENT_SUFFIX):
                 self._open_node(link, address)
@@ -336,6 +344,7 @@ class NamespaceEndpoint(Handler):
             else:
                 self._open_receiver_link(link, address)
         except BrokerError as exc:
+            self.requests.failed(exc)
             link.sb = None
             compat.refuse_link(link, exc.amqp_condition, exc.description)
             log_event(log, logging.INFO, "link-refused", namespace=self.name, peer=link.connection.sb.peer,
@@ -407,6 +416,7 @@ class NamespaceEndpoint(Handler):
         except OperationTimeoutError:
             return False
         except BrokerError as exc:
+            self.requests.failed(exc)
             self.waiting[state.path].discard(link)
             compat.refuse_link(link, exc.amqp_condition, exc.description)
             return True
@@ -524,13 +534,16 @@ class NamespaceEndpoint(Handler):
             self._on_request(BrokerDelivery(delivery), Link.wrap(link), state, payload)
 
     def _on_send(self, delivery: Any, state: LinkState, payload: bytes, message_format: int) -> None:
+        self.requests.incoming += 1
         try:
             batch = messages.decode_transfer(payload, message_format)
             self.ns.send(state.path, batch)
         except MessageDecodeError as exc:
+            self.requests.user_errors += 1
             compat.reject(delivery, "amqp:decode-error", str(exc))
             return
         except BrokerError as exc:
+            self.requests.failed(exc)
             compat.reject(delivery, exc.amqp_condition, exc.description)
             self._log_refusal("send-rejected", state, exc)
             return
@@ -546,9 +559,11 @@ class NamespaceEndpoint(Handler):
                   entity=state.path, condition=exc.amqp_condition, description=exc.description)
 
     def _on_request(self, delivery: Delivery, link: Link, state: LinkState, payload: bytes) -> None:
+        self.requests.incoming += 1
         try:
             request = management.parse_request(payload)
         except MessageDecodeError as exc:
+            self.requests.user_errors += 1
             compat.reject(delivery._impl, "amqp:decode-error", str(exc))
             return
         delivery.update(Delivery.ACCEPTED)
@@ -581,6 +596,8 @@ class NamespaceEndpoint(Handler):
 
     def _reply(self, link: Link, state: LinkState, request: management.Request,
                reply: management.Reply) -> None:
+        if reply.status >= 400:
+            self.requests.answered(reply.status, reply.condition)
         payload = management.encode_reply(request, reply, cbs=state.node is Node.CBS)
         # The request's disposition leaves before its reply, as from Service Bus: proton may hold a
         # disposition back to merge it with later ones, and uAMQP-C fails a request answered before it is
@@ -620,6 +637,7 @@ class NamespaceEndpoint(Handler):
             if settled:  # settled without an outcome: nothing to apply
                 _LIB.pn_delivery_settle(delivery)
             return
+        self.requests.incoming += 1
         token = messages.lock_token_of(compat.delivery_tag(delivery))
         session_id = None if state.session is None else state.session.session_id
         if outcome != Delivery.ACCEPTED:  # the message may come back (a new deadline): see `on_delivery`
@@ -645,6 +663,7 @@ class NamespaceEndpoint(Handler):
                 _LIB.pn_delivery_settle(delivery)
                 return
         except BrokerError as exc:
+            self.requests.failed(exc)
             if settled:
                 _LIB.pn_delivery_settle(delivery)
             else:
@@ -668,10 +687,12 @@ def _dead_letter_info(condition: Any) -> tuple[str | None, str | None, dict[str,
             None if description is None else str(description), changes)
 
 
-def _answer(deliveries: list[Any], answer: Callable[[Any], None]) -> None:
+def _answer(deliveries: list[Any], answer: Callable[[Any], None], latency: Histogram, started: float) -> None:
+    """Answer the turn's sends (or settlements), and count how long they waited since the loop read them."""
     for delivery in deliveries:
         answer(delivery)
         _LIB.pn_decref(delivery)
+    latency.observe(time.perf_counter() - started, len(deliveries))
 
 
 def _refuse(deliveries: list[Any], exc: BrokerError) -> None:

@@ -74,11 +74,12 @@ class Turn:
     bookkeeping skips that work, and one that only completed messages (which removes deadlines, never
     adds one) does not ask the namespaces for their next deadline."""
 
-    __slots__ = ("activity", "rearm")
+    __slots__ = ("activity", "rearm", "started")
 
     def __init__(self) -> None:
         self.activity = False  # some handler ran
         self.rearm = False  # a deadline may have come nearer: the next tick is recomputed
+        self.started = 0.0  # perf_counter() when the loop last woke with work: the answers' latency
 
 
 class Loop:
@@ -197,7 +198,9 @@ class Loop:
         timeout = -1.0
         if self._timers:  # a far (or infinite) deadline is waited for in steps epoll can count
             timeout = min(max(0.0, self._timers[0][0] - time.monotonic()), MAX_WAIT)
-        for fd, events in self._epoll.poll(timeout):
+        ready = self._epoll.poll(timeout)
+        self.turn.started = time.perf_counter()
+        for fd, events in ready:
             channel = self._channels.get(fd)
             if channel is None:
                 continue
