@@ -95,6 +95,7 @@ class Namespace(
         self._dedup_heap: list[tuple[float, int, Any]] = []
         self._idle_heap: list[tuple[float, int, Any]] = []
         self._callbacks: list[Callable[[str], None]] = []
+        self._session_lost_callbacks: list[Callable[[Any], None]] = []
         self._available: dict[SubQueue, None] = {}
         self._pending: dict[SubQueue, None] = {}  # sub-queues whose tail holds unwritten messages
         self._spilling: dict[SubQueue, None] = {}  # subscriptions with more lazy copies than WINDOW
@@ -117,6 +118,11 @@ class Namespace(
     def on_available(self, callback: Callable[[str], None]) -> None:
         """`callback(canonical_path)` runs whenever that entity or sub-queue gains receivable messages."""
         self._callbacks.append(callback)
+
+    def on_session_lost(self, callback: Callable[[Any], None]) -> None:
+        """`callback(owner)` runs when a session lock expires unrenewed, with the owner that accepted it
+        (Service Bus then detaches that receiver with `com.microsoft:session-lock-lost`)."""
+        self._session_lost_callbacks.append(callback)
 
     def _flush_available(self) -> None:
         available = self._available
@@ -155,6 +161,7 @@ class Namespace(
         if state is not None:
             fresh._restore(state, self.config)
         fresh._callbacks = self._callbacks
+        fresh._session_lost_callbacks = self._session_lost_callbacks
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
 

@@ -114,6 +114,8 @@ class Sessions:
 
     def _expire_session(self, sq: SubQueue, lock: SessionLock, now: float) -> None:
         self._unlock_session(sq, lock, True, now)
+        for callback in self._session_lost_callbacks:
+            callback(lock.owner)
 
     def _unlock_session(self, sq: SubQueue, lock: SessionLock, increment: bool, now: float) -> None:
         del sq.session_locks[lock.session_id]

@@ -8,8 +8,14 @@ import datetime as dt
 from typing import Any
 
 import pytest
+import test_js_errors
 from go_runner import run_go
-from test_js_errors import FAST_MS, TOPOLOGY
+from test_js_errors import FAST_MS
+
+# The JavaScript suite's queues and a session queue whose lock (5 s) the Go scenario lets run out.
+TOPOLOGY = {"namespaces": {"compat": {"queues": {
+    **test_js_errors.TOPOLOGY["namespaces"]["compat"]["queues"],
+    "session-locks": {"requires_session": True, "lock_duration": "PT5S"}}}}}
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +65,15 @@ def test_an_expired_lock_is_lock_lost_and_a_renewed_one_settles(go) -> None:
     assert locks["renewedComplete"] is None
     locked, renewed = (dt.datetime.fromisoformat(locks[k]) for k in ("lockedUntil", "renewedUntil"))
     assert renewed > locked
+
+
+def test_a_session_lock_run_out_detaches_its_receiver(go) -> None:
+    """As Service Bus does (com.microsoft:session-lock-lost on the detach): before, the link lived on, the SDK
+    recovered it and re-accepted the session, and both calls below answered success for a message that came
+    back anyway."""
+    lost = go["sessionLock"]
+    assert lost["renew"]["code"] == "locklost", lost["renew"]
+    assert "session lock has expired" in lost["renew"]["message"]
+    assert lost["complete"] is not None  # no false success (the SDK retries till its context ends)
+    [again] = lost["redelivered"]
+    assert (again["body"], again["deliveryCount"]) == ("held too long", 2)  # the expiry counted a delivery

@@ -29,6 +29,7 @@ from local_broker.engine import (
     BrokerError,
     OperationTimeoutError,
     ReceiveMode,
+    SessionLockLostError,
     StoreWriteError,
 )
 from local_broker.faults import NamespaceFaults
@@ -144,6 +145,7 @@ class NamespaceEndpoint(Handler):
         self.failure: BrokerError | None = None  # why the last commit failed
         self.turn = engine_thread.turn
         namespace.on_available(self._on_available)
+        namespace.on_session_lost(self._on_session_lost)
         engine_thread.participants.append(self)
         engine_thread.hand_out(type(self))
 
@@ -228,6 +230,20 @@ class NamespaceEndpoint(Handler):
 
     def _on_available(self, path: str) -> None:
         self.ready_paths.add(path)
+
+    def _on_session_lost(self, owner: Any) -> None:
+        """A session lock expired unrenewed: its receiver is detached with `com.microsoft:session-lock-lost`,
+        as Service Bus does (the SDKs then fail what they settle there instead of retrying on that link)."""
+        if not isinstance(owner, LinkState):
+            return
+        link = next((link for link in self.receivers.get(owner.path, ()) if link.sb is owner), None)
+        if link is None:
+            return
+        owner.session = None  # the engine has unlocked it already: nothing to release
+        self._forget_link(link)
+        lost = SessionLockLostError()
+        link.condition = compat.error(lost.amqp_condition, lost.description)
+        link.close()
 
     def close(self) -> None:
         for connection in list(self.connections):

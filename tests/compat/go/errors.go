@@ -17,7 +17,7 @@ func errorsScenario([]string) doc {
 	defer client.Close(background)
 	checks := map[string]func(*azservicebus.Client) doc{
 		"notFound": entityNotFound, "unauthorized": wrongKey, "size": tooLarge,
-		"sessions": sessionCannotBeLocked, "locks": locks,
+		"sessions": sessionCannotBeLocked, "locks": locks, "sessionLock": sessionLockLost,
 	}
 	result, mu, wg := doc{}, sync.Mutex{}, sync.WaitGroup{}
 	for name, check := range checks { // at once: the lock check waits out a lock
@@ -114,4 +114,26 @@ func locks(client *azservicebus.Client) doc {
 	must(r.Close(background))
 	return doc{"count": len(messages), "lockedUntil": timestamp(&lockedUntil), "renewedUntil": timestamp(&renewedUntil),
 		"lost": lost, "renewLost": describeError(renewLost), "renewedComplete": describeError(renewedComplete)}
+}
+
+// A session whose lock (5 s) runs out unrenewed: the broker detaches its receiver, so renewing the session
+// and settling its message fail (the SDK retries a settlement whose lock is lost for up to ~45 s: the 2 s
+// context ends that), and the session can be accepted again with the message counted as delivered once more.
+func sessionLockLost(client *azservicebus.Client) doc {
+	s := sender(client, "session-locks")
+	must(s.SendMessage(background, inSession("held too long", "slow"), nil))
+	must(s.Close(background))
+	session := mustGet(client.AcceptSessionForQueue(background, "session-locks", "slow", nil))
+	got := receiveAll(session, 1, 3*time.Second)
+	time.Sleep(6 * time.Second)
+	renew := session.RenewSessionLock(background, nil)
+	ctx, cancel := within(2)
+	complete := session.CompleteMessage(ctx, got[0], nil)
+	cancel()
+	_ = session.Close(background)
+	again := mustGet(client.AcceptSessionForQueue(background, "session-locks", "slow", nil))
+	redelivered := receiveAndComplete(again, 1, 3*time.Second)
+	must(again.Close(background))
+	return doc{"complete": describeError(complete), "renew": describeError(renew),
+		"redelivered": receivedAll(redelivered)}
 }

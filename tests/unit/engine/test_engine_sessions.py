@@ -173,3 +173,21 @@ def test_session_available_callback(ns: Namespace, sq: str) -> None:
     ns.release_session(sq, "A", "l")
     assert seen == ["sq"]
     assert lock.session_id == "A"
+
+
+def test_the_owner_of_an_expired_session_lock_is_told(ns: Namespace, sq: str, clock) -> None:
+    """The AMQP adapter detaches that receiver (com.microsoft:session-lock-lost); a renewed lock, a released
+    one and another session's tell nobody."""
+    lost: list[object] = []
+    ns.on_session_lost(lost.append)
+    for sid in "ABC":
+        ns.send(sq, msg(session_id=sid))
+    ns.accept_session(sq, "A", "expires")
+    ns.accept_session(sq, "B", "renews")
+    ns.accept_session(sq, "C", "releases")
+    ns.release_session(sq, "C", "releases")
+    clock.advance(20)
+    ns.renew_session_lock(sq, "B", "renews")
+    clock.advance(10)
+    ns.tick()
+    assert lost == ["expires"]
