@@ -202,3 +202,23 @@ def test_lazy_copies_given_records_while_the_store_holds_older_ones_queue_behind
     ns.create_subscription("t", SubscriptionProperties("b"))  # a plan change: copies 5, 6 get records
     send(ns, "t", range(7, 8))
     assert ids(ns.receive("t/Subscriptions/a", 100)) == [f"m{i}" for i in range(8)]
+
+
+def test_forwarded_and_scheduled_arrivals_join_the_destinations_tail_in_order(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ns = opened(tmp_path / "ns.db", clock)
+    ns.create_queue(QueueProperties("dst"))
+    ns.create_queue(QueueProperties("src", forward_to="dst"))
+    send(ns, "src", range(6))
+    ns.schedule("dst", Message(b"later", message_id="later", scheduled_enqueue_time=clock.now() + 10))
+    ns.commit()
+    ns.close()
+    ns = opened(tmp_path / "ns.db", clock)
+    assert ns._queues["dst"].main.tail.count == 6
+    clock.advance(10)
+    ns.tick()  # activated behind the six in the store
+    send(ns, "src", range(6, 8))
+    ns.commit()
+    got = ns.receive("dst", 100)
+    assert ids(got) == [f"m{i}" for i in range(6)] + ["later", "m6", "m7"]
+    assert [m.hop_count for m in got[:2]] == [1, 1]
