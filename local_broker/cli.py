@@ -14,7 +14,9 @@ the default data directory; and, as Service Bus itself, AMQPS on 5671 and AMQP o
 file (or the emulator's Config.json) gets the same defaults unless it says otherwise. Prints one block per
 namespace with its connection strings (`--print-json`: one JSON object per line; `--ready-file`: the same JSON
 list written to a file once every port is bound, for scripts and drills). Runs until SIGINT/SIGTERM, then
-shuts down cleanly. An invalid topology prints one line per problem and exits 2; a port already taken exits 1.
+shuts down cleanly. An invalid topology prints one line per problem and exits 2, and so does a store that is
+damaged or cannot be written (one line: the file, what is wrong, what to do); ports already taken are listed
+one line each (exit 1). A start that fails leaves nothing new on disk.
 """
 
 from __future__ import annotations
@@ -131,6 +133,7 @@ def main(argv: list[str]) -> int:
         parser.error("--tls-cert and --tls-key go together")
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from local_broker.engine.errors import StoreError
     from local_broker.server import BrokerServer
 
     data_dir = None if args.in_memory else (args.data or str(default_data_dir()))
@@ -152,13 +155,12 @@ def main(argv: list[str]) -> int:
         signal.signal(signum, lambda *_: stop.set())
     try:
         server.start()
-    except TopologyError as exc:
+    except (TopologyError, StoreError) as exc:
         print(exc, file=sys.stderr)
-        server.stop()
         return 2
-    except OSError as exc:
-        print(f"sbfed broker serve: {exc}", file=sys.stderr)
-        server.stop()
+    except OSError as exc:  # every port already taken, one line each
+        for line in str(exc).splitlines():
+            print(f"sbfed broker serve: {line}", file=sys.stderr)
         return 1
     # The broker's own objects live for the whole process: keep them out of the collector's scans, and
     # collect young objects less often (the per-message garbage is short-lived). About 1.5x throughput.

@@ -4,7 +4,10 @@ A namespace listens on four ports: AMQP (plain, the emulator's), the admin port 
 (AMQP over TLS, Service Bus's 5671) and AMQP over WebSockets (TLS; Service Bus uses 443, the broker an
 unprivileged 5443). Each comes from, in order: the topology (`local.amqp_port`, `local.admin_port`,
 `local.amqps_port`, `local.websocket_port`; 0 = any free port), the command line (`--amqp-port`, ...), what
-the data directory remembers from the last start, and the defaults (5672, 5300, 5671, 5443). Ports taken from
+the data directory remembers from the last start, and the defaults (5672, 5300, 5671, 5443); but when the
+topology or the command line fixes the AMQP port and leaves a TLS port (AMQPS, WebSockets) unset, that TLS
+port is any free one (kept in the data directory, if there is one, for the next start), never the default:
+two brokers whose files each fix their own AMQP ports never meet on 5671 or 5443. Ports taken from
 a base (command line or default) go up by one per namespace in file order, the AMQPS ports down by one (5671,
 5670, ...: they never meet the AMQP ports above them). Keys: the topology's `policies`, else the remembered
 ones, else `RootManageSharedAccessKey` with a key of its own: the emulator's well-known `SAS_KEY_VALUE` for
@@ -28,7 +31,7 @@ from local_broker.topology import EMULATOR_KEY, declared_policies
 from topology import NamespaceSpec
 
 DEFAULT_PORTS = {"amqp_port": 5672, "admin_port": 5300, "amqps_port": 5671, "websocket_port": 5443}
-FOLLOW_AMQP = ("amqps_port", "websocket_port")  # any free port when the AMQP port is, unless set themselves
+FOLLOW_AMQP = ("amqps_port", "websocket_port")  # any free port when the AMQP port is fixed (unless set)
 STEP = {"amqp_port": 1, "admin_port": 1, "amqps_port": -1, "websocket_port": 1}  # per namespace from a base
 STATE_FILE = "broker.json"
 
@@ -55,10 +58,13 @@ def choose(specs: list[NamespaceSpec], ports: PortChoice, remembered: dict[str, 
     for index, spec in enumerate(specs):
         kept = remembered.get(spec.name) or {}
         picked: dict[str, tuple[int, str]] = {}
+        amqp_fixed = "amqp_port" in spec.local or ports.given.get("amqp_port") is not None
         for kind in DEFAULT_PORTS:  # the AMQP port first: the TLS ports may follow it
-            follows = kind in FOLLOW_AMQP and picked["amqp_port"][0] == 0
-            picked[kind] = _port(spec, kind, ports.given.get(kind), {} if follows else kept,
-                                 0 if follows else ports.defaults.get(kind, 0), index, source)
+            remembered_here, default = kept, ports.defaults.get(kind, 0)
+            if kind in FOLLOW_AMQP and amqp_fixed:  # never Service Bus's 5671/5443: see the docstring
+                remembered_here = {} if picked["amqp_port"][0] == 0 else kept
+                default = 0
+            picked[kind] = _port(spec, kind, ports.given.get(kind), remembered_here, default, index, source)
         well_known = index == 0 and _is_loopback(host)
         policies = declared_policies(spec) or _remembered_policies(kept) or [_default_policy(well_known)]
         chosen[spec.name] = Endpoint({kind: port for kind, (port, _) in picked.items()}, policies,

@@ -33,6 +33,7 @@ import errno
 import logging
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,6 +47,7 @@ from local_broker.engine import NamespaceConfig, SystemClock
 from local_broker.engine.namespace import Namespace
 from local_broker.faults import FaultState, NamespaceFaults
 from local_broker.store import MemoryStore, SqliteStore
+from local_broker.store.problems import opening, writing
 from local_broker.tls import Certificate, ensure_certificate, supplied_certificate
 from local_broker.topology import apply_entities, check_sql
 from local_broker.wire.admin.metrics import ConnectionCounts
@@ -60,6 +62,7 @@ from topology import NamespaceSpec, Topology, add_check, load, parse
 log = logging.getLogger("local_broker.server")
 HEALTH_TIMEOUT_S = 5.0
 LISTENER_NAMES = {"amqp_port": "AMQP", "amqps_port": "AMQPS", "websocket_port": "AMQP over WebSockets"}
+PORT_NAMES = {kind: f"{name} port" for kind, name in {**LISTENER_NAMES, "admin_port": "admin"}.items()}
 T = TypeVar("T")
 
 
@@ -173,6 +176,38 @@ def _connection_policy(policies: list[SharedAccessPolicy]) -> SharedAccessPolicy
     return next((p for p in policies if MANAGE in p.rights), policies[0])
 
 
+def _port_free(host: str, port: int) -> bool:
+    """Whether a listener could bind `port` now (with SO_REUSEADDR, as the broker's listeners do)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
+
+
+def taken_ports(endpoints: dict[str, Endpoint], host: str) -> list[str]:
+    """One line per fixed port that is already taken (or chosen twice), naming how to change it."""
+    lines = []
+    chosen: dict[int, str] = {}
+    for name, endpoint in endpoints.items():
+        for kind, port in endpoint.ports.items():
+            if not port:
+                continue
+            what = f"the {PORT_NAMES[kind]} of namespace {name}"
+            option = endpoint.options[kind]
+            if port in chosen:
+                lines.append(f"port {port} ({what}) is also {chosen[port]}; choose another with {option}")
+            elif not _port_free(host, port):
+                lines.append(f"port {port} ({what}) is already in use; choose another with {option}")
+            chosen.setdefault(port, what)
+    return lines
+
+
 @contextmanager
 def _naming_taken_port(port: int, what: str, option: str) -> Iterator[None]:
     try:
@@ -218,13 +253,29 @@ class BrokerServer:
 
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
+        """Bind every port and open every store. Every port already taken is reported at once, before
+        anything is written to disk; if starting fails later, a data directory it made is removed again."""
+        durable = None if self.in_memory else self.data_dir
+        endpoints = choose(self.specs, self.ports, read_state(durable), self.host, self.topology.source)
+        taken = taken_ports(endpoints, self.host)
+        if taken:
+            raise PortInUseError("\n".join(taken))
+        made = self.data_dir is not None and not os.path.exists(self.data_dir)
+        try:
+            self._start(endpoints, durable)
+        except BaseException:
+            self.stop()
+            if made:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise
+
+    def _start(self, endpoints: dict[str, Endpoint], durable: str | None) -> None:
         cert_dir = self.data_dir or tempfile.mkdtemp(prefix="sbfed-broker-")
         if self.data_dir is None:
             self._temp_dir = cert_dir
-        certificate = supplied_certificate(*self.tls) if self.tls else ensure_certificate(cert_dir)
+        with writing(Path(cert_dir)):
+            certificate = supplied_certificate(*self.tls) if self.tls else ensure_certificate(cert_dir)
         self.cert_path = str(certificate.cert_path)
-        durable = None if self.in_memory else self.data_dir
-        endpoints = choose(self.specs, self.ports, read_state(durable), self.host, self.topology.source)
         context = certificate.server_context()
         layers = {"amqp_port": None, "amqps_port": Layers(context), "websocket_port": Layers(context, True)}
         for spec in self.specs:
@@ -299,12 +350,13 @@ class BrokerServer:
             config.max_size_in_megabytes = self.max_size_mb
         if self.in_memory:
             return Namespace.open(MemoryStore(), config=config, clock=SystemClock()), None
-        Path(self.data_dir).mkdir(parents=True, exist_ok=True)
         path = Path(self.data_dir) / f"{spec.name}.db"
-        # SQLite commits without syncing; the endpoint syncs the write-ahead log itself when a turn holds
-        # acknowledged data (what synchronous=FULL would do after every commit, settlements included).
-        store = SqliteStore(str(path), synchronous="NORMAL")
-        engine = Namespace.open(store, config=config, clock=SystemClock())
+        with opening(path, spec.name):
+            Path(self.data_dir).mkdir(parents=True, exist_ok=True)
+            # SQLite commits without syncing; the endpoint syncs the write-ahead log itself when a turn holds
+            # acknowledged data (what synchronous=FULL would do after every commit, settlements included).
+            store = SqliteStore(str(path), synchronous="NORMAL")
+            engine = Namespace.open(store, config=config, clock=SystemClock())
         return engine, (WalSync(path) if self.synchronous == "FULL" else None)
 
     def _problems(self, engine: Any, endpoint: NamespaceEndpoint,

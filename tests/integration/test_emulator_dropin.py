@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from local_broker.auth import generate_sas_token
@@ -146,6 +146,54 @@ def test_a_taken_port_is_one_line_naming_it_and_the_option(tmp_path: Path, kind:
     assert code == 1
     assert err.splitlines() == [f"sbfed broker serve: port {port} (the {what} of namespace sbemulatorns) "
                                 f"is already in use; choose another with --{kind}-port"]
+
+
+def test_every_taken_port_is_reported_at_once_and_nothing_is_written(tmp_path: Path) -> None:
+    """Four taken ports are four lines of one run (not four runs), and the failed start leaves no data
+    directory, certificate or store behind."""
+    kinds = {"amqp": "AMQP port", "admin": "admin port", "amqps": "AMQPS port",
+             "websocket": "AMQP over WebSockets port"}
+    held = [socket.socket() for _ in kinds]
+    try:
+        for sock in held:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(1)
+        ports = {kind: sock.getsockname()[1] for kind, sock in zip(kinds, held, strict=True)}
+        data = tmp_path / "data"
+        code, err = ServeProcess(tmp_path, "--data", str(data), *(
+            argument for kind, port in ports.items() for argument in (f"--{kind}-port", str(port)))).exit()
+    finally:
+        for sock in held:
+            sock.close()
+    assert code == 1
+    assert err.splitlines() == [f"sbfed broker serve: port {ports[kind]} (the {what} of namespace "
+                                f"sbemulatorns) is already in use; choose another with --{kind}-port"
+                                for kind, what in kinds.items()]
+    assert not data.exists()
+
+
+def test_two_brokers_from_files_that_fix_only_amqp_and_admin_ports_run_side_by_side(tmp_path: Path) -> None:
+    """Such files used to both take Service Bus's 5671 and 5443; their TLS ports are now free ones."""
+    brokers = []
+    for index, (amqp, admin) in enumerate(zip(*[iter(_free_ports(4))] * 2, strict=True)):
+        topology = tmp_path / f"topology-{index}.yaml"
+        topology.write_text(f"namespaces:\n  ns{index}:\n    local: {{amqp_port: {amqp}, "
+                            f"admin_port: {admin}}}\n    queues:\n      q: {{}}\n")
+        brokers.append(ServeProcess(tmp_path, "--topology", str(topology), "--in-memory"))
+    try:
+        namespaces = [broker.wait_ready() for broker in brokers]  # started together, both ready
+        tls_ports = {namespace[kind] for namespace in namespaces for kind in ("amqps_port", "websocket_port")}
+        assert len(tls_ports) == 4 and not tls_ports & {5671, 5443}
+        for namespace in namespaces:
+            round_trip(namespace["emulator_connection_string"], "q", namespace["namespace"])
+            with ServiceBusClient.from_connection_string(
+                    namespace["amqps_connection_string"], connection_verify=namespace["cert_path"],
+                    custom_endpoint_address=f"sb://localhost:{namespace['amqps_port']}",
+                    transport_type=TransportType.Amqp, retry_total=0) as client:
+                round_trip_on(client, "q", f"{namespace['namespace']} over AMQPS")
+    finally:
+        for broker in brokers:
+            broker.stop()
 
 
 def test_an_invalid_topology_prints_every_problem_and_exits_2(tmp_path: Path) -> None:

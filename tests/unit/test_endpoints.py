@@ -36,7 +36,7 @@ def test_the_topology_wins_then_the_command_line_then_what_was_kept() -> None:
                            "policies": [{"name": "old", "key": "b2xk", "rights": ["Listen"]}]}}
     chosen = choose(specs, EMULATOR, remembered, "127.0.0.1", "t.yaml")
     assert chosen["pinned"].ports == {"amqp_port": 6000, "admin_port": 2, "amqps_port": 6001,
-                                      "websocket_port": 5443}
+                                      "websocket_port": 0}  # the AMQP port is fixed: not Service Bus's
     assert chosen["pinned"].options["amqps_port"] == "local.amqps_port of namespace pinned in t.yaml"
     assert [p.name for p in chosen["pinned"].policies] == ["app"]
     assert (chosen["kept"].ports["amqp_port"], chosen["kept"].ports["admin_port"]) == (7000, 7001)
@@ -44,7 +44,7 @@ def test_the_topology_wins_then_the_command_line_then_what_was_kept() -> None:
     given = choose(specs, PortChoice({"amqp_port": 9000, "admin_port": 0, "amqps_port": 8000}, DEFAULT_PORTS),
                    remembered, "127.0.0.1", "t.yaml")
     assert given["kept"].ports == {"amqp_port": 9001, "admin_port": 0, "amqps_port": 7999,  # 0: any free port
-                                   "websocket_port": 5444}
+                                   "websocket_port": 0}
 
 
 def test_off_loopback_the_default_key_is_generated_and_kept(tmp_path) -> None:
@@ -69,3 +69,20 @@ def test_a_namespace_on_any_free_amqp_port_gets_any_free_tls_ports_unless_set() 
         [(0, 0), (0, 7443)]
     given = choose(specs, PortChoice({"amqps_port": 6000}, DEFAULT_PORTS), {}, "127.0.0.1", "t.yaml")
     assert given["free"].ports["amqps_port"] == 6000
+
+
+def test_a_fixed_amqp_port_takes_tls_ports_that_cannot_collide_unless_set_or_kept() -> None:
+    """Two brokers whose topologies each fix AMQP and admin ports must not both ask for 5671 and 5443; a TLS
+    port the data directory kept from the last start is reused (it was free for this broker)."""
+    specs = _specs({"namespaces": {"a": {"local": {"amqp_port": 6100, "admin_port": 6200}}}})
+    chosen = choose(specs, EMULATOR, {}, "127.0.0.1", "t.yaml")["a"]
+    assert chosen.ports == {"amqp_port": 6100, "admin_port": 6200, "amqps_port": 0, "websocket_port": 0}
+    remembered = {"a": {"amqps_port": 40001, "websocket_port": 40002}}
+    kept = choose(specs, EMULATOR, remembered, "127.0.0.1", "t.yaml")
+    assert (kept["a"].ports["amqps_port"], kept["a"].ports["websocket_port"]) == (40001, 40002)
+    from_command_line = choose(_specs({"namespaces": {"a": {}}}),
+                               PortChoice({"amqp_port": 6100}, DEFAULT_PORTS), {}, "127.0.0.1", "t.yaml")["a"]
+    assert (from_command_line.ports["amqps_port"], from_command_line.ports["websocket_port"]) == (0, 0)
+    set_too = choose(_specs({"namespaces": {"a": {"local": {"amqp_port": 6100, "amqps_port": 6101}}}}),
+                     PortChoice({"websocket_port": 6443}, DEFAULT_PORTS), {}, "127.0.0.1", "t.yaml")["a"]
+    assert (set_too.ports["amqps_port"], set_too.ports["websocket_port"]) == (6101, 6443)

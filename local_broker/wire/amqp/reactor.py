@@ -268,7 +268,12 @@ class EngineThread:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Close everything on the reactor (stores commit as they close), then end the thread."""
-        if self._thread is None or not self._thread.is_alive():
+        if self._thread is None:  # never started (a failed start): this thread still owns everything
+            closing, self._closing = self._closing, []
+            for fn in closing:
+                fn()
+            return
+        if not self._thread.is_alive():
             return
 
         def shutdown() -> None:
