@@ -27,7 +27,7 @@ LOOKAHEAD = "15s"  # the demo's grace (10 s) plus reconcile's default skew (5 s)
 CATCH_UP_S = 90.0  # at most this long after the drill for a micro-batch over its last files
 RUNNING_S = 120.0  # at most this long for the query to run before the drill's clients start
 FOLLOW_WARMUP_S = 20.0  # the followed drill's warm-up (drills take 5 s): traffic for the first micro-batches
-STOP_S = 60.0
+STOP_S = 60.0  # after SIGTERM: the query lets its micro-batch in progress end (45 s at most), then stops
 PREFIX = "[follow]"
 
 

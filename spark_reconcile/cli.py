@@ -26,6 +26,7 @@ from spark_reconcile.config import (
 from spark_reconcile.listing import InputError, check_local, local_path
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NO_DATA = 0, 1, 2, 3
+FINISH_S = 45.0  # --follow stopped by a signal: how long the micro-batch in progress may take to end
 
 
 def parser() -> argparse.ArgumentParser:
@@ -226,10 +227,12 @@ def _follow(spark, settings: Settings, follow: FollowSettings, argv: list[str]) 
     """Run the continuous query until it stops (--available-now) or is stopped (Ctrl-C, SIGTERM).
 
     A signal only sets a flag: stopping the query from the handler would call into the JVM while the main
-    thread waits on the same py4j connection. The wait is one second at a time, so the flag is seen."""
+    thread waits on the same py4j connection. The wait is one second at a time, so the flag is seen. The
+    micro-batch in progress then ends (at most FINISH_S) before the query stops."""
     import logging
     import signal
     import threading
+    import time
 
     from spark_reconcile import follow as following
 
@@ -241,6 +244,9 @@ def _follow(spark, settings: Settings, follow: FollowSettings, argv: list[str]) 
         signal.signal(number, lambda *_: stopping.set())
     while not stopping.is_set() and not query.awaitTermination(1):
         pass
+    deadline = time.monotonic() + FINISH_S
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        query.awaitTermination(1)  # the micro-batch in progress ends: its verdicts are not lost
     if query.isActive:
         query.stop()
     found = following.statuses(spark, settings, follow)
