@@ -57,6 +57,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextmanager
+def _functions_run(directory: Path, settings: dict[str, str]) -> Iterator[int]:
+    """`sbfed functions run` of the events task with a Prometheus endpoint; yields its port."""
+    port = _free_port()
+    argv = ["functions", "run", "--app", str(APP), "--only", TASK, "--metrics-port", str(port)]
+    host = SbfedProcess("`sbfed functions run`", argv, directory / "functions.log", env=settings)
+    host.start(lambda: "running" in (directory / "functions.log").read_text(), timeout=60)
+    try:
+        yield port
+    finally:
+        host.stop(timeout=30)
+
+
 def _scrape(port: int) -> dict[tuple[str, str], float]:
     """The samples of the task (name, le) -> value, read as Prometheus reads them."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
@@ -70,11 +83,7 @@ def test_functions_run_serves_the_copied_count_and_lag_to_prometheus(tmp_path) -
     sent = [_traced(i) for i in range(COUNT)]
     with brokers(topology(), tmp_path) as (namespaces, path):
         settings = settings_for(namespaces, path)
-        port = _free_port()
-        argv = ["functions", "run", "--app", str(APP), "--only", TASK, "--metrics-port", str(port)]
-        host = SbfedProcess("`sbfed functions run`", argv, tmp_path / "functions.log", env=settings)
-        host.start(lambda: "running" in (tmp_path / "functions.log").read_text(), timeout=60)
-        try:
+        with _functions_run(tmp_path, settings) as port:
             send_all(settings["PRIMARY"], "events", [m for m, _ in sent])
             replicas = drain_subscription(settings["SECONDARY"], "events", "check", COUNT, timeout=60)
             assert sorted(r.message_id for r in replicas) == sorted(f"m-{i}" for i in range(COUNT))
@@ -92,8 +101,6 @@ def test_functions_run_serves_the_copied_count_and_lag_to_prometheus(tmp_path) -
             assert samples[("sbfed_replication_lag_seconds_count", "")] == COUNT
             assert samples[("sbfed_replication_lag_seconds_bucket", "+Inf")] == COUNT
             assert samples[("sbfed_replication_batches_total", "")] >= 1
-        finally:
-            host.stop(timeout=30)
         assert "metrics and traces to Prometheus" in (tmp_path / "functions.log").read_text()
 
 
@@ -171,13 +178,9 @@ def test_prometheus_scrapes_the_brokers_and_the_replicators(tmp_path, prometheus
     sent = [_traced(i) for i in range(COUNT)]
     with brokers(topology(), tmp_path) as (namespaces, path):
         settings = settings_for(namespaces, path)
-        port = _free_port()
-        argv = ["functions", "run", "--app", str(APP), "--only", TASK, "--metrics-port", str(port)]
-        host = SbfedProcess("`sbfed functions run`", argv, tmp_path / "functions.log", env=settings)
-        host.start(lambda: "running" in (tmp_path / "functions.log").read_text(), timeout=60)
-        targets = {"replicators": port, **{name: int(namespaces[name].admin_url.rsplit(":", 1)[1])
-                                           for name in ("primary", "secondary")}}
-        try:
+        with _functions_run(tmp_path, settings) as port:
+            targets = {"replicators": port, **{name: int(namespaces[name].admin_url.rsplit(":", 1)[1])
+                                               for name in ("primary", "secondary")}}
             with _prometheus(prometheus_binary, tmp_path, targets) as prometheus:
                 send_all(settings["PRIMARY"], "events", [m for m, _ in sent])
                 replicas = drain_subscription(settings["SECONDARY"], "events", "check", COUNT, timeout=60)
@@ -201,5 +204,3 @@ def test_prometheus_scrapes_the_brokers_and_the_replicators(tmp_path, prometheus
                 p99 = _query(prometheus, "histogram_quantile(0.99, sum by (le) "
                                          "(sbfed_replication_lag_seconds_bucket))")
                 assert p99 is not None and 0 < p99 < 60
-        finally:
-            host.stop(timeout=30)
