@@ -104,33 +104,41 @@ class BatchFraming:
 
     def _accept(self) -> None:
         client, _ = self.listener.accept()
+        self.listener.close()  # one client per proxy
         broker = socket.create_connection(self.target)
-        threading.Thread(target=self._copy, args=(broker, client), daemon=True).start()
-        self._rewrite(client, broker)
+        threading.Thread(target=self._pump, args=(broker, client, False), daemon=True).start()
+        self._pump(client, broker, True)
 
-    @staticmethod
-    def _copy(source: socket.socket, sink: socket.socket) -> None:
-        while data := source.recv(65536):
-            sink.sendall(data)
-        sink.close()
-
-    def _rewrite(self, client: socket.socket, broker: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool) -> None:
+        """Copy what `source` sends to `sink` (the client's frames rewritten) until either side closes."""
         pending = b""
-        while data := client.recv(65536):
-            pending += data
-            out = []
-            while len(pending) >= 8:
-                if pending.startswith(b"AMQP"):  # a protocol header
-                    out.append(pending[:8])
-                    pending = pending[8:]
+        try:
+            while data := source.recv(65536):
+                if not from_client:
+                    sink.sendall(data)
                     continue
-                size = struct.unpack_from(">I", pending)[0]
-                if len(pending) < size:
-                    break
-                out.append(self._frame(pending[:size]))
-                pending = pending[size:]
-            broker.sendall(b"".join(out))
-        broker.close()
+                pending, frames = self._frames(pending + data)
+                sink.sendall(frames)
+        except OSError:
+            pass  # the other side closed first
+        finally:
+            source.close()
+            sink.close()
+
+    def _frames(self, pending: bytes) -> tuple[bytes, bytes]:
+        """(what is left of an incomplete frame, the complete protocol headers and frames, rewritten)."""
+        out = []
+        while len(pending) >= 8:
+            if pending.startswith(b"AMQP"):  # a protocol header
+                out.append(pending[:8])
+                pending = pending[8:]
+                continue
+            size = struct.unpack_from(">I", pending)[0]
+            if len(pending) < size:
+                break
+            out.append(self._frame(pending[:size]))
+            pending = pending[size:]
+        return pending, b"".join(out)
 
     def _frame(self, frame: bytes) -> bytes:
         offset, kind, channel = frame[4] * 4, frame[5], struct.unpack_from(">H", frame, 6)[0]
