@@ -25,6 +25,7 @@ func messaging([]string) doc {
 		"expired":        expired(client),
 		"amqp":           amqpMessages(client),
 		"released":       releasedAfterReceive(client),
+		"transferDLQ":    transferDeadLetters(client),
 	}
 }
 
@@ -237,4 +238,16 @@ func releasedAfterReceive(client *azservicebus.Client) doc {
 		counts = append(counts, m.DeliveryCount)
 	}
 	return doc{"early": len(early), "bodies": bodies(got), "deliveryCounts": counts}
+}
+
+// The transfer dead-letter queue (SubQueueTransfer): a queue forwarding to one that refuses sends keeps
+// the message there, with the reason.
+func transferDeadLetters(client *azservicebus.Client) []doc {
+	s := sender(client, "forwarder")
+	must(s.SendMessage(background, withID("undeliverable", "fwd-1"), nil))
+	must(s.Close(background))
+	r := receiver(client, "forwarder", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueTransfer})
+	messages := receiveAndComplete(r, 1, 3*time.Second)
+	must(r.Close(background))
+	return receivedAll(messages)
 }
