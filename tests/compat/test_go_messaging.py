@@ -76,7 +76,7 @@ def test_complete_abandon_defer_and_dead_letter(go) -> None:
     assert again["applicationProperties"] == {"abandonedBy": "go"}  # abandon's properties-to-modify
     deferred = settle["deferred"]
     assert (deferred["body"], deferred["state"]) == ("defer", "deferred")
-    assert deferred["applicationProperties"] == {"deferredBy": "go"}
+    assert deferred["applicationProperties"] == {"deferredBy": "go", "deferredAgain": True}  # deferred twice
     assert settle["renewedDeferred"] is None  # a deferred message's lock renews through the management link
     assert settle["afterSettling"] == 0
     dead = {m["body"]: m for m in settle["deadLettered"]}

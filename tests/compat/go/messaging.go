@@ -111,7 +111,12 @@ func settleEveryWay(client *azservicebus.Client) doc {
 		Reason: ptr("bad-order"), ErrorDescription: ptr("total < 0"),
 		PropertiesToModify: map[string]any{"checkedBy": "go"}}))
 	again := receiveAll(r, 1, 3*time.Second) // the abandoned one, delivered a second time
-	deferred := mustGet(r.ReceiveDeferredMessages(background, []int64{*first["defer"].SequenceNumber}, nil))
+	deferredNumber := []int64{*first["defer"].SequenceNumber}
+	once := mustGet(r.ReceiveDeferredMessages(background, deferredNumber, nil))
+	// deferred again (through the management link, with a property), then received back once more
+	must(r.DeferMessage(background, once[0], &azservicebus.DeferMessageOptions{
+		PropertiesToModify: map[string]any{"deferredAgain": true}}))
+	deferred := mustGet(r.ReceiveDeferredMessages(background, deferredNumber, nil))
 	renewedDeferred := r.RenewMessageLock(background, deferred[0], nil)
 	must(r.CompleteMessage(background, deferred[0], nil))
 	must(r.AbandonMessage(background, again[0], nil)) // max delivery count 2: the broker dead-letters it
