@@ -14,10 +14,10 @@ from go_runner import run_go
 from test_js_messaging import SERVICE_BUS_ID, send_from_python
 
 # The JavaScript suite's queues, one the Go SDK sends to for the Python SDK, one for whole AMQP messages, one
-# for messages the SDK releases.
+# for messages the SDK releases, one forwarding to a queue that refuses sends.
 TOPOLOGY = {"namespaces": {"compat": {"queues": {
     **test_js_messaging.TOPOLOGY["namespaces"]["compat"]["queues"], "from-go": {}, "amqp": {},
-    "release": {}}}}}
+    "release": {}, "closed": {"status": "SendDisabled"}, "forwarder": {"forward_to": "closed"}}}}}
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -76,7 +76,7 @@ def test_complete_abandon_defer_and_dead_letter(go) -> None:
     assert again["applicationProperties"] == {"abandonedBy": "go"}  # abandon's properties-to-modify
     deferred = settle["deferred"]
     assert (deferred["body"], deferred["state"]) == ("defer", "deferred")
-    assert deferred["applicationProperties"] == {"deferredBy": "go"}
+    assert deferred["applicationProperties"] == {"deferredBy": "go", "deferredAgain": True}  # deferred twice
     assert settle["renewedDeferred"] is None  # a deferred message's lock renews through the management link
     assert settle["afterSettling"] == 0
     dead = {m["body"]: m for m in settle["deadLettered"]}
@@ -193,3 +193,9 @@ def test_messages_the_sdk_releases_go_to_another_receiver_without_a_delivery_cou
     assert released["early"] == 0
     assert sorted(released["bodies"]) == ["late-1", "late-2"]
     assert released["deliveryCounts"] == [1, 1]  # `released` is no delivery, as in Service Bus
+
+
+def test_a_message_autoforwarding_cannot_deliver_waits_in_the_transfer_dead_letter_queue(go) -> None:
+    [undeliverable] = go["transferDLQ"]
+    assert (undeliverable["body"], undeliverable["messageId"]) == ("undeliverable", "fwd-1")
+    assert undeliverable["deadLetterReason"] == "MessagingEntityDisabled"

@@ -46,3 +46,11 @@ def test_next_available_sessions_then_a_timeout_when_none_is_left(go) -> None:
     none = answered["error"]
     assert none["code"] == "timeout" and "com.microsoft:timeout" in none["message"], none
     assert 3000 < answered["ms"] < 4000  # the client's timeout (4 s less jitter), not the broker's minute
+
+
+def test_a_message_deferred_in_a_session_and_the_go_sdk_asking_for_it_without_the_session(go) -> None:
+    # the SDK's peek names no session either: it browses the queue, where session B's message waits too
+    [deferred] = [m for m in go["deferred"]["peeked"] if m["sessionId"] == "D"]
+    assert (deferred["body"], deferred["sessionId"], deferred["state"]) == ("later", "D", "deferred")
+    refused = go["deferred"]["refused"]  # the request names no session-id: refused at once, not a hang
+    assert "status code 400" in refused["message"] and "non-sessionful" in refused["message"], refused

@@ -25,6 +25,7 @@ func messaging([]string) doc {
 		"expired":        expired(client),
 		"amqp":           amqpMessages(client),
 		"released":       releasedAfterReceive(client),
+		"transferDLQ":    transferDeadLetters(client),
 	}
 }
 
@@ -110,7 +111,12 @@ func settleEveryWay(client *azservicebus.Client) doc {
 		Reason: ptr("bad-order"), ErrorDescription: ptr("total < 0"),
 		PropertiesToModify: map[string]any{"checkedBy": "go"}}))
 	again := receiveAll(r, 1, 3*time.Second) // the abandoned one, delivered a second time
-	deferred := mustGet(r.ReceiveDeferredMessages(background, []int64{*first["defer"].SequenceNumber}, nil))
+	deferredNumber := []int64{*first["defer"].SequenceNumber}
+	once := mustGet(r.ReceiveDeferredMessages(background, deferredNumber, nil))
+	// deferred again (through the management link, with a property), then received back once more
+	must(r.DeferMessage(background, once[0], &azservicebus.DeferMessageOptions{
+		PropertiesToModify: map[string]any{"deferredAgain": true}}))
+	deferred := mustGet(r.ReceiveDeferredMessages(background, deferredNumber, nil))
 	renewedDeferred := r.RenewMessageLock(background, deferred[0], nil)
 	must(r.CompleteMessage(background, deferred[0], nil))
 	must(r.AbandonMessage(background, again[0], nil)) // max delivery count 2: the broker dead-letters it
@@ -237,4 +243,16 @@ func releasedAfterReceive(client *azservicebus.Client) doc {
 		counts = append(counts, m.DeliveryCount)
 	}
 	return doc{"early": len(early), "bodies": bodies(got), "deliveryCounts": counts}
+}
+
+// The transfer dead-letter queue (SubQueueTransfer): a queue forwarding to one that refuses sends keeps
+// the message there, with the reason.
+func transferDeadLetters(client *azservicebus.Client) []doc {
+	s := sender(client, "forwarder")
+	must(s.SendMessage(background, withID("undeliverable", "fwd-1"), nil))
+	must(s.Close(background))
+	r := receiver(client, "forwarder", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueTransfer})
+	messages := receiveAndComplete(r, 1, 3*time.Second)
+	must(r.Close(background))
+	return receivedAll(messages)
 }
