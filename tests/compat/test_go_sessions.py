@@ -45,7 +45,9 @@ def test_next_available_sessions_then_a_timeout_when_none_is_left(go) -> None:
     # the SDK's error wraps the AMQP one without exposing it: its text names the condition
     none = answered["error"]
     assert none["code"] == "timeout" and "com.microsoft:timeout" in none["message"], none
-    assert 3000 < answered["ms"] < 4000  # the client's timeout (4 s less jitter), not the broker's minute
+    # the client's timeout (4 s less jitter; on a loaded machine the answer may land just after), not the
+    # broker's minute
+    assert 3000 < answered["ms"] < 5000
 
 
 def test_a_message_deferred_in_a_session_and_the_go_sdk_asking_for_it_without_the_session(go) -> None:
