@@ -4,10 +4,13 @@ of a sub-queue's messages enqueued before a time, oldest first, without receivin
 As Service Bus documents it (learn.microsoft.com, "Batch delete messages in Azure Service Bus"): at most 500
 messages per request on Standard and 4000 on Premium; locked messages are not eligible and stay; partitioned
 entities are not supported. Deferred and scheduled messages are not deleted either: only what a receiver
-could take now. A mixin of `Namespace` (namespace.py).
+could take now, the backlog a paging store holds (paging.py) included. A mixin of `Namespace` (namespace.py).
 """
 
 from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any
 
 from local_broker.engine.errors import ArgumentOutOfRangeError, NotAllowedError
 from local_broker.engine.message import Message
@@ -39,21 +42,19 @@ class Deletion:
         before = now if enqueued_before is None else enqueued_before
         if sq.lazy:
             self._materialize(sq, INF)
-        tail = sq.tail  # what a paged sub-queue keeps in the store (paging.py) comes into memory first
-        while (
-            tail is not None
-            and tail.count
-            and sum(1 for m in sq.messages.values() if _eligible(m, before, session_id)) < max_count
-            and self._page_in(sq, max_count)
-        ):
-            pass
-        eligible = sorted(
-            (m for m in sq.messages.values() if _eligible(m, before, session_id)),
-            key=lambda m: m.sequence_number)[:max_count]
+        eligible = self._deletable(sq, max_count, before, session_id)
+        tail = sq.tail
+        while (len(eligible) < max_count and tail is not None and tail.count
+               and self._page_in(sq, max_count - len(eligible))):  # the backlog in the store (paging.py)
+            eligible = self._deletable(sq, max_count, before, session_id)
         for m in eligible:
             self._remove(m)
         sq.entity.accessed = now
         return len(eligible)
+
+    def _deletable(self, sq: Any, max_count: int, before: float, session_id: str | None) -> list[Message]:
+        found = (m for m in sq.messages.values() if _eligible(m, before, session_id))
+        return sorted(found, key=attrgetter("sequence_number"))[:max_count]
 
 
 def _eligible(m: Message, before: float, session_id: str | None) -> bool:

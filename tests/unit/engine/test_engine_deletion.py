@@ -110,3 +110,21 @@ def test_deletions_are_durable(tmp_path, clock) -> None:
     again = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
     assert remaining(again, "q") == ["c"]
     again.close()
+
+
+def test_the_backlog_in_the_store_is_deleted_too(tmp_path, clock, monkeypatch) -> None:
+    """A queue whose backlog went beyond the window into the store (paging.py): deletion reads it in."""
+    for module in ("placement", "fanout", "paging"):
+        monkeypatch.setattr(f"local_broker.engine.{module}.WINDOW", 3)
+    monkeypatch.setattr("local_broker.engine.paging.PAGE", 2)
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    ns.create_queue(QueueProperties("q"))
+    send(ns, "q", clock, *(f"m{i}" for i in range(10)))
+    ns.commit()
+    assert ns.delete_messages("q", 8) == 8
+    ns.commit()
+    assert remaining(ns, "q") == ["m8", "m9"]
+    ns.close()
+    again = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    assert ids(again.receive("q", 5, ReceiveMode.RECEIVE_AND_DELETE)) == ["m8", "m9"]
+    again.close()
