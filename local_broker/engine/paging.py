@@ -93,8 +93,8 @@ class Paging:
         limit = max(wanted, PAGE)
         pending = tail.pending
         added = 0
-        if tail.count > len(pending):
-            journal = self._journal
+        journal = self._journal
+        while tail.count > len(pending):
             rows = self._store.page(sq.entity.key, int(sq.kind), tail.after, limit, _lazy_start(sq))
             for m in rows:
                 tail.after = m.sequence_number
@@ -105,10 +105,11 @@ class Paging:
                 tail.size -= m.size
                 self._adopt(sq, m)
                 added += 1
-            if len(rows) == limit:
-                return bool(added) or self._page_in(sq, wanted)
-            tail.count = len(pending)  # every stored one is read: the rest are pending
-            tail.size = sum(m.size for m in pending)
+            if len(rows) < limit:
+                tail.count = len(pending)  # every stored one is read: the rest are pending
+                tail.size = sum(m.size for m in pending)
+            elif added:
+                return True
         while pending and added < limit:
             m = pending.popleft()
             tail.after = m.sequence_number
