@@ -28,6 +28,7 @@ from local_broker.engine import (
 )
 from local_broker.store import SqliteStore
 from tests.broker_process import ROOT, ServeProcess
+from tests.chaos.harness import tmpfs
 
 NAMESPACE = "sbemulatorns"  # what `serve` hosts with no topology
 MESSAGES = 2000
@@ -166,18 +167,11 @@ def test_check_passes_a_sound_store_and_recover_copies_all_of_it(sound_store: Pa
 
 @pytest.fixture
 def read_only_data(tmp_path: Path) -> Iterator[Path]:
-    """A data directory holding a store, on a file system mounted read-only (a tmpfs: root only)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a read-only file system needs root (CI runs as root)")
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], check=True)
-    try:
+    """A data directory holding a store, on a file system mounted read-only."""
+    with tmpfs(tmp_path / "ro", 64, "the read-only store test") as mount:
         write_store(mount / "data")
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
         yield mount / "data"
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_read_only_data_directory_is_one_line(read_only_data: Path, tmp_path: Path) -> None:
