@@ -25,7 +25,7 @@ from typing import Any
 from local_broker.store.pages import leaf_rows
 from local_broker.store.sqlite import SCHEMA_VERSION, SqliteStore
 
-MIGRATED = (2, 3)  # schema versions the broker migrates when it opens them
+MIGRATED = range(2, SCHEMA_VERSION)  # schema versions the broker migrates when it opens them
 INTEGRITY_LINES = 5  # of SQLite's integrity_check reported per store
 RECORD_TABLES = {"namespace": "config", "entities": "record", "messages": "record"}  # JSON columns
 BATCH = 1000  # rows read at a time

@@ -23,10 +23,13 @@ from local_broker.engine import (
     Message,
     Namespace,
     QueueProperties,
+    ReceiveMode,
+    StoreReadError,
     SubscriptionProperties,
     TopicProperties,
 )
 from local_broker.store import SqliteStore
+from local_broker.store.sqlite import SCHEMA_VERSION
 from tests.broker_process import ROOT, ServeProcess
 from tests.chaos.harness import tmpfs
 
@@ -35,8 +38,10 @@ MESSAGES = 2000
 FREE_PORTS = ("--amqp-port", "0", "--admin-port", "0", "--amqps-port", "0", "--websocket-port", "0")
 
 
-def write_store(data: Path) -> Path:
-    """A store as the broker leaves it after a clean stop."""
+def write_store(data: Path, locked: bool = True) -> Path:
+    """A store as the broker leaves it after a clean stop. `locked`: the queue's messages were received
+    (peek-lock) before the stop, so the broker reads them all when it starts (it leaves plain messages of a
+    backlog on disk until a receiver needs them)."""
     data.mkdir(parents=True, exist_ok=True)
     path = data / f"{NAMESPACE}.db"
     ns = Namespace.open(SqliteStore(path))
@@ -54,6 +59,9 @@ def write_store(data: Path) -> Path:
     ns.commit()
     ns.set_session_state("s", "A", b"state")
     ns.commit()
+    if locked:
+        ns.receive("q", MESSAGES, ReceiveMode.PEEK_LOCK)
+        ns.commit()
     ns.close()
     return path
 
@@ -147,7 +155,8 @@ def test_check_names_what_is_wrong_and_recover_saves_what_can_be_read(damaged: P
 def test_check_passes_a_sound_store_and_recover_copies_all_of_it(sound_store: Path, tmp_path: Path) -> None:
     before = digest(sound_store)
     code, out, _ = broker_command("check", "--data", str(sound_store.parent))
-    assert (code, out) == (0, f"{sound_store}: ok (schema 4, 5 entities, {MESSAGES + 100 + 1} messages)\n")
+    summary = f"schema {SCHEMA_VERSION}, 5 entities, {MESSAGES + 100 + 1} messages"
+    assert (code, out) == (0, f"{sound_store}: ok ({summary})\n")
     recovered = tmp_path / "recovered"
     code, out, _ = broker_command("recover", "--data", str(sound_store.parent), "--namespace", NAMESPACE,
                                   "--out", str(recovered))
@@ -163,6 +172,28 @@ def test_check_passes_a_sound_store_and_recover_copies_all_of_it(sound_store: Pa
     code, _, err = broker_command("recover", "--data", str(sound_store.parent), "--namespace", NAMESPACE,
                                   "--out", str(recovered))
     assert code == 2 and "exists already" in err  # never over a store
+
+
+def test_damage_in_a_backlog_left_on_disk_fails_the_reads_that_reach_it(tmp_path: Path) -> None:
+    """Plain messages of a backlog stay on disk until a receiver needs them: the start does not see damage
+    there; the receive that reaches it fails with a server-busy error naming the file, and the namespace's
+    other entities are served."""
+    path = write_store(tmp_path / "data", locked=False)
+    overwritten_in_the_middle(path)
+    ns = Namespace.open(SqliteStore(path))
+    try:
+        received = 0
+        with pytest.raises(StoreReadError, match=f"store {path} cannot be read here"):
+            for _ in range(MESSAGES // 100 + 1):
+                batch = ns.receive("q", 100, ReceiveMode.RECEIVE_AND_DELETE)
+                ns.commit()
+                received += len(batch)
+        assert 0 < received < MESSAGES
+        [peeked] = ns.peek("t/subscriptions/a", 1, 1)  # another entity is served
+        assert peeked.body == b"shared"
+    finally:
+        ns.close()
+    assert broker_command("check", "--data", str(path.parent))[0] == 2
 
 
 @pytest.fixture
