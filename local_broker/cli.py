@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("check", "recover"):
         from local_broker import store_cli
 
-        return store_cli.main(argv)
+        return store_cli.main(argv[0], argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):

@@ -17,18 +17,19 @@ from pathlib import Path
 from local_broker.store.salvage import check, recover
 
 
-def parser() -> argparse.ArgumentParser:
-    commands = argparse.ArgumentParser(prog="sbfed broker",
-                                       description="Examine and salvage namespace stores.")
-    sub = commands.add_subparsers(dest="command", required=True, metavar="<command>")
-    checking = sub.add_parser(
-        "check", help="verify every namespace's store in a data directory (read-only)",
+def check_parser() -> argparse.ArgumentParser:
+    checking = argparse.ArgumentParser(
+        prog="sbfed broker check",
         description="SQLite's integrity check and sbfed's own invariants for every <namespace>.db in DIR; "
                     "one line per store (ok, or each problem). Nothing is written. Exit 2 if a store is not "
                     "sound.")
     checking.add_argument("--data", required=True, metavar="DIR", help="the broker's data directory")
-    recovering = sub.add_parser(
-        "recover", help="copy what can be read of a namespace's store into a new data directory",
+    return checking
+
+
+def recover_parser() -> argparse.ArgumentParser:
+    recovering = argparse.ArgumentParser(
+        prog="sbfed broker recover",
         description="Reads DIR/NS.db without changing it and writes NEWDIR/NS.db with every row that can be "
                     "read, minus what would break the store (a message whose payload was lost, ...); prints "
                     "what was saved, unreadable and dropped. Start the broker with --data NEWDIR (copy "
@@ -37,13 +38,14 @@ def parser() -> argparse.ArgumentParser:
     recovering.add_argument("--namespace", required=True, metavar="NS",
                             help="the namespace whose store to read")
     recovering.add_argument("--out", required=True, metavar="NEWDIR", help="where to write the new store")
-    return commands
+    return recovering
 
 
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+def main(command: str, argv: list[str]) -> int:
+    """`command`: check or recover; `argv`: its arguments."""
+    args = (check_parser() if command == "check" else recover_parser()).parse_args(argv)
     data = Path(args.data)
-    if args.command == "check":
+    if command == "check":
         stores = sorted(data.glob("*.db"))
         if not stores:
             print(f"{data}: no namespace store (<namespace>.db) here", file=sys.stderr)
