@@ -89,11 +89,12 @@ def _parser() -> argparse.ArgumentParser:
                             f"else {DEFAULT_PORTS['admin_port']}; 0: any free port)")
     serve.add_argument("--amqps-port", type=int, metavar="PORT",
                        help="AMQP over TLS, likewise but the next namespaces -1 (default: kept, else "
-                            f"{DEFAULT_PORTS['amqps_port']}, Service Bus's; 0: any free port)")
+                            f"{DEFAULT_PORTS['amqps_port']}, Service Bus's, or any free port when the AMQP "
+                            "port is set by --amqp-port or the topology; 0: any free port)")
     serve.add_argument("--websocket-port", type=int, metavar="PORT",
                        help="AMQP over WebSockets (TLS, path /$servicebus/websocket), likewise "
                             f"(default: kept, else {DEFAULT_PORTS['websocket_port']}, for Service "
-                            "Bus's 443; 0: any free port)")
+                            "Bus's 443, or any free port as --amqps-port; 0: any free port)")
     serve.add_argument("--tls-cert", metavar="PEM",
                        help="certificate (chain) for AMQPS, WebSockets and the admin port, with --tls-key "
                             "(default: a self-signed one made in the data directory)")
