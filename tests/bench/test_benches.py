@@ -120,6 +120,7 @@ def test_reconcile_follow():
     assert "agrees with the planted gaps" in out, out
 
 
+@pytest.mark.slow
 def test_connection_churn():
     out = bench("connection_churn.py", "--connections", "30", "--soak-seconds", "65", "--rate", "50",
                 "--churn-every", "10")
