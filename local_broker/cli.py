@@ -6,6 +6,8 @@
                        [--print-json] [--ready-file PATH] [--log-level INFO]
                        [--max-connections 5000] [--handshake-timeout 20] [--max-size-mb 409600]
     sbfed broker fault ...            inject faults into a running namespace (local_broker.fault_cli)
+    sbfed broker check --data DIR     verify every namespace's store (local_broker.store_cli)
+    sbfed broker recover --data DIR --namespace NS --out NEWDIR    salvage a damaged store into a new one
 
 With no arguments it stands in for the official Service Bus emulator: one namespace (`sbemulatorns`), AMQP on
 5672, management and `/health` on 5300, `RootManageSharedAccessKey` with the key `SAS_KEY_VALUE`, durable in
@@ -57,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("fault", help="inject faults into a running namespace (see `sbfed broker fault --help`)")
     sub.add_parser("trust", help="trust the broker's certificate for every client on this machine, once "
                                  "(--undo to stop; see `sbfed broker trust --help`)")
+    sub.add_parser("check", help="verify every namespace's store in a data directory, read-only (see "
+                                 "`sbfed broker check --help`)")
+    sub.add_parser("recover", help="copy what can be read of a damaged store into a new data directory (see "
+                                   "`sbfed broker recover --help`)")
     serve = sub.add_parser(
         "serve", help="host the namespaces of a topology file (or an emulator Config.json)",
         description="With no arguments: the official emulator's equivalent (namespace sbemulatorns, AMQP on "
@@ -83,11 +89,12 @@ def _parser() -> argparse.ArgumentParser:
                             f"else {DEFAULT_PORTS['admin_port']}; 0: any free port)")
     serve.add_argument("--amqps-port", type=int, metavar="PORT",
                        help="AMQP over TLS, likewise but the next namespaces -1 (default: kept, else "
-                            f"{DEFAULT_PORTS['amqps_port']}, Service Bus's; 0: any free port)")
+                            f"{DEFAULT_PORTS['amqps_port']}, Service Bus's, or any free port when the AMQP "
+                            "port is set by --amqp-port or the topology; 0: any free port)")
     serve.add_argument("--websocket-port", type=int, metavar="PORT",
                        help="AMQP over WebSockets (TLS, path /$servicebus/websocket), likewise "
                             f"(default: kept, else {DEFAULT_PORTS['websocket_port']}, for Service "
-                            "Bus's 443; 0: any free port)")
+                            "Bus's 443, or any free port as --amqps-port; 0: any free port)")
     serve.add_argument("--tls-cert", metavar="PEM",
                        help="certificate (chain) for AMQPS, WebSockets and the admin port, with --tls-key "
                             "(default: a self-signed one made in the data directory)")
@@ -127,6 +134,10 @@ def main(argv: list[str]) -> int:
         from local_broker import trust
 
         return trust.main(argv[1:])
+    if argv and argv[0] in ("check", "recover"):
+        from local_broker import store_cli
+
+        return store_cli.main(argv[0], argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -166,6 +177,7 @@ def main(argv: list[str]) -> int:
     # collect young objects less often (the per-message garbage is short-lived). About 1.5x throughput.
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
+    server.thread.collect_garbage_when_quiet()  # what outlived the young generations, when idle
     described = [hosted.describe() for hosted in server.namespaces.values()]
     for entry in described:
         if args.print_json:

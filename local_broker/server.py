@@ -176,6 +176,16 @@ def _connection_policy(policies: list[SharedAccessPolicy]) -> SharedAccessPolicy
     return next((p for p in policies if MANAGE in p.rights), policies[0])
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of `path` that does not exist yet (what making `path` would create)."""
+    missing = None
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return missing
+        missing = folder
+    return missing
+
+
 def _port_free(host: str, port: int) -> bool:
     """Whether a listener could bind `port` now (with SO_REUSEADDR, as the broker's listeners do)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -260,13 +270,13 @@ class BrokerServer:
         taken = taken_ports(endpoints, self.host)
         if taken:
             raise PortInUseError("\n".join(taken))
-        made = self.data_dir is not None and not os.path.exists(self.data_dir)
+        made = None if self.data_dir is None else _first_missing(Path(self.data_dir))
         try:
             self._start(endpoints, durable)
         except BaseException:
             self.stop()
-            if made:
-                shutil.rmtree(self.data_dir, ignore_errors=True)
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
             raise
 
     def _start(self, endpoints: dict[str, Endpoint], durable: str | None) -> None:

@@ -20,6 +20,7 @@ from local_broker.engine.errors import (
     SessionLockLostError,
     StoreError,
     StoreFullError,
+    StoreReadError,
     StoreWriteError,
     UnauthorizedError,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "SqlRuleAction",
     "StoreError",
     "StoreFullError",
+    "StoreReadError",
     "StoreWriteError",
     "SubscriptionProperties",
     "SystemClock",

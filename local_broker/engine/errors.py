@@ -130,5 +130,10 @@ class StoreWriteError(ServerBusyError):
     """The store could not write a commit (an I/O error): the turn's changes were rolled back."""
 
 
+class StoreReadError(ServerBusyError):
+    """The store could not read messages it keeps on disk (the file is damaged there): the operation that
+    needed them fails; the rest of the namespace is served."""
+
+
 class StoreError(Exception):
     """The store cannot be opened (e.g. written by an unknown schema version); not a client error."""

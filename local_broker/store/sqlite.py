@@ -34,7 +34,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from local_broker.engine.errors import StoreError, StoreFullError, StoreWriteError
+from local_broker.engine.errors import StoreError, StoreFullError, StoreReadError, StoreWriteError
 from local_broker.engine.message import Message, MessageContent, MessageState
 from local_broker.store.base import ChangeSet, StoredState
 from local_broker.store.codec import decode_properties, dumps, encode_properties, loads
@@ -410,12 +410,16 @@ class SqliteStore:
         if self._settled:
             self.write(ChangeSet())
         templates: dict[int, Message] = {}
-        rows = self._db.execute(
-            f"SELECT {_ROW} {_FROM} WHERE m.owner = ? AND m.sub = ? AND m.plain = 1 AND m.seq > ? "
-            "AND m.seq < ? AND s.uid IS NULL ORDER BY m.seq LIMIT ?",
-            (owner, sub, after, before, -1 if limit is None else limit),
-        )
-        return [self._loaded(r, templates) for r in rows]
+        try:
+            rows = self._db.execute(
+                f"SELECT {_ROW} {_FROM} WHERE m.owner = ? AND m.sub = ? AND m.plain = 1 AND m.seq > ? "
+                "AND m.seq < ? AND s.uid IS NULL ORDER BY m.seq LIMIT ?",
+                (owner, sub, after, before, -1 if limit is None else limit),
+            )
+            return [self._loaded(r, templates) for r in rows]
+        except sqlite3.DatabaseError as exc:  # damage load did not read: this read fails, not the broker
+            raise StoreReadError(f"The namespace's store {self.path} cannot be read here ({exc}); "
+                                 "`sbfed broker check` says what is wrong.") from exc
 
     def _loaded(self, row: Any, templates: dict[int, Message]) -> Message:
         """A message from its row (`_ROW`); copies of one topic message share the content of `templates`."""

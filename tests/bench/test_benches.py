@@ -28,7 +28,7 @@ def last_json(output: str) -> dict:
 
 
 SMOKED = {"engine.py", "partitions.py", "rules.py", "wire.py", "amqp_compare.py", "replicate.py",
-          "reconcile.py", "backlog.py"}
+          "reconcile.py", "backlog.py", "connection_churn.py"}
 
 
 def test_every_bench_script_has_a_smoke_run_here():
@@ -118,3 +118,12 @@ def test_reconcile_follow():
     assert re.search(r"^  verdict delay .* over 1 gaps", out, re.M), out
     assert re.search(r"^  state rows: max [\d,]+", out, re.M), out
     assert "agrees with the planted gaps" in out, out
+
+
+@pytest.mark.slow
+def test_connection_churn():
+    out = bench("connection_churn.py", "--connections", "30", "--soak-seconds", "65", "--rate", "50",
+                "--churn-every", "10")
+    assert re.search(r"churn: 30 connections in \d+ s .* bytes per connection stayed", out), out
+    assert re.search(r"soak: 50 msg/s, connections reopened every 10 s, 65 s; after the 60 s warm-up RSS .* "
+                     r"KB/min", out), out

@@ -9,9 +9,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from azure.servicebus import ServiceBusClient, ServiceBusReceiveMode
 
@@ -94,6 +97,20 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+@contextmanager
+def tmpfs(mount: Path, size_mb: int, why: str) -> Iterator[Path]:
+    """A tmpfs of `size_mb` MB mounted at `mount` (made here) for the block; skips the test unless root (CI
+    runs as root), saying `why` it mounts one."""
+    if os.geteuid() != 0:
+        pytest.skip(f"{why} mounts a tmpfs, which needs root (CI runs as root)")
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def wait_for(condition: Any, timeout: float, what: str) -> None:

@@ -7,9 +7,7 @@ room, and nothing acknowledged is lost (checked after a restart, from the store)
 
 from __future__ import annotations
 
-import os
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +18,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusQuotaExceededError
 
-from tests.chaos.harness import BrokerProcess, drain, topology
+from tests.chaos.harness import BrokerProcess, drain, tmpfs, topology
 
 pytestmark = pytest.mark.slow
 
@@ -30,15 +28,8 @@ FILLER_CHUNK = 1024 * 1024
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("the disk-full drill mounts a tmpfs, which needs root (CI runs as root)")
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(mount)], check=True)
-    try:
+    with tmpfs(tmp_path / "disk", DISK_MB, "the disk-full drill") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(path: Path) -> None:

@@ -159,7 +159,7 @@ def test_every_taken_port_is_reported_at_once_and_nothing_is_written(tmp_path: P
             sock.bind(("127.0.0.1", 0))
             sock.listen(1)
         ports = {kind: sock.getsockname()[1] for kind, sock in zip(kinds, held, strict=True)}
-        data = tmp_path / "data"
+        data = tmp_path / "new" / "data"
         code, err = ServeProcess(tmp_path, "--data", str(data), *(
             argument for kind, port in ports.items() for argument in (f"--{kind}-port", str(port)))).exit()
     finally:
@@ -169,7 +169,7 @@ def test_every_taken_port_is_reported_at_once_and_nothing_is_written(tmp_path: P
     assert err.splitlines() == [f"sbfed broker serve: port {ports[kind]} (the {what} of namespace "
                                 f"sbemulatorns) is already in use; choose another with --{kind}-port"
                                 for kind, what in kinds.items()]
-    assert not data.exists()
+    assert not (tmp_path / "new").exists()
 
 
 def test_two_brokers_from_files_that_fix_only_amqp_and_admin_ports_run_side_by_side(tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import time
 import weakref
 
 from proton import Collector
 
 from local_broker.wire.amqp.loop import MIN_COMPACTION, Loop
+from local_broker.wire.amqp.reactor import EngineThread
 
 
 def test_a_timer_far_in_the_future_does_not_stop_the_loop() -> None:
@@ -64,3 +67,29 @@ def test_a_timer_cancelled_by_another_during_the_poll_does_not_run() -> None:
                                                               for _ in range(2 * MIN_COMPACTION)])
     loop._poll()
     assert fired == [] and first.cancelled
+
+
+def test_the_reactor_collects_cyclic_garbage_once_it_is_quiet() -> None:
+    """With the broker's settings (no automatic collection reaches old garbage), a cycle that became
+    garbage is collected once no turn has worked for the quiet time."""
+    thread = EngineThread()
+    thread.start()
+    enabled = gc.isenabled()
+    gc.disable()  # only the reactor's collection can find it
+    try:
+        class Cycle:
+            pass
+
+        cycle = Cycle()
+        cycle.me = cycle  # type: ignore[attr-defined]
+        reference = weakref.ref(cycle)
+        thread.collect_garbage_when_quiet(quiet=0.05, every=0.1)
+        del cycle
+        deadline = time.monotonic() + 10
+        while reference() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reference() is None
+    finally:
+        if enabled:
+            gc.enable()
+        thread.stop()
