@@ -71,7 +71,7 @@ class LinkState:
     session: Any = None  # the engine's SessionLock of a session receiver
     wanted_session: str | None = None
     session_filter_descriptor: Any = None  # set when the client sent its session filter as a described value
-    wait_deadline: float | None = None  # NEXT_AVAILABLE receivers waiting for a session
+    wait_deadline: float | None = None  # NEXT_AVAILABLE receivers waiting for a session (time.monotonic)
     tag_counter: int = 0
 
 
@@ -217,8 +217,10 @@ class NamespaceEndpoint(Handler):
         self.expire_waiters()
 
     def expire_waiters(self) -> None:
-        """Refuse NEXT_AVAILABLE receivers whose `com.microsoft:timeout` ran out with no session."""
-        now = time.time()
+        """Refuse NEXT_AVAILABLE receivers whose `com.microsoft:timeout` ran out with no session. Deadlines
+        are on the loop's clock (monotonic), so the timer set at the attach never finds its own receiver a
+        hair short of due and leaves it waiting for some later tick."""
+        now = time.monotonic()
         for path, links in list(self.waiting.items()):
             for link in list(links):
                 state: LinkState = link.sb
@@ -416,7 +418,7 @@ class NamespaceEndpoint(Handler):
         if state.wanted_session is None:
             timeout_ms = (link.remote_properties or {}).get(SESSION_TIMEOUT)
             wait = DEFAULT_SESSION_WAIT_S if timeout_ms is None else int(timeout_ms) / 1000
-            state.wait_deadline = time.time() + wait
+            state.wait_deadline = time.monotonic() + wait
             self.waiting[path].add(link)
             if not self._try_accept_session(link):
                 self.thread.later(wait, self.expire_waiters)
