@@ -38,8 +38,12 @@ def test_the_kept_broker_serves_the_printed_console_links(tmp_path: Path, capsys
         show_console(kept.broker_file, wait=True)
         printed = capsys.readouterr().out
         assert "press Enter to stop the broker" in printed
-        links = dict(re.findall(r"^  (\w+): (http://\S+)$", printed, re.M))
+        links = dict(re.findall(r"^  (\w+): (http://\S+/\$console/\S+)$", printed, re.M))
         assert sorted(links) == sorted(settings.namespaces)
+        metrics = dict(re.findall(r"^  (\w+): (http://\S+/metrics)$", printed, re.M))
+        assert sorted(metrics) == sorted(settings.namespaces)
+        for address in metrics.values():  # each namespace's Prometheus page, as printed
+            assert "servicebus_active_connections{" in ConsoleClient(address).get(address).html
         for link in links.values():
             page = ConsoleClient(link.split("/$console")[0]).get(link)
             assert page.status == 200 and "signed in as" in page.html
