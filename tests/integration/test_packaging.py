@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,9 +124,15 @@ def test_make_s_install_resolves_to_the_pinned_versions(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     _run(sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed", "--report",
          report, "-c", ROOT / "constraints.txt", "-e", f"{ROOT}[dev]")
-    resolved = {item["metadata"]["name"].lower(): item["metadata"]["version"]
+    resolved = {_normalized(item["metadata"]["name"]): item["metadata"]["version"]
                 for item in json.loads(report.read_text())["install"]}
     lines = (ROOT / "constraints.txt").read_text().splitlines()
-    pinned = dict(line.strip().lower().split("==") for line in lines if "==" in line)
+    pinned = {_normalized(name): version
+              for name, version in (line.strip().split("==") for line in lines if "==" in line)}
     resolved.pop("sbfed")
     assert resolved == pinned
+
+
+def _normalized(name: str) -> str:
+    """A distribution name as PEP 503 compares them (prometheus_client is prometheus-client)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
