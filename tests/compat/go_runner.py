@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scenario_process import ScenarioError, run_printing_json
-
 from patterns.drills.broker import BrokerNamespace
+from tests.compat.scenario_process import ScenarioError, run_printing_json
 
 GO_DIR = Path(__file__).resolve().parent / "go"
 BINARY = GO_DIR / "bin" / "compat"
