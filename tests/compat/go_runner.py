@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from patterns.drills.broker import BrokerNamespace
-from tests.compat.scenario_process import ScenarioError, run_printing_json
+from tests.compat.scenario_process import ScenarioError, connection_settings, run_printing_json
 
 GO_DIR = Path(__file__).resolve().parent / "go"
 BINARY = GO_DIR / "bin" / "compat"
@@ -22,11 +22,7 @@ DEFAULT_TIMEOUT_SECONDS = 180
 
 
 def namespace_environment(namespace: BrokerNamespace) -> dict[str, str]:
-    return {
-        "SB_CONNECTION_STRING": namespace.connection_string,
-        "SB_ADMIN_CONNECTION_STRING": namespace.admin_connection_string,
-        "SB_CERT_PATH": namespace.cert_path,
-    }
+    return {**connection_settings(namespace), "SB_CERT_PATH": namespace.cert_path}
 
 
 def run_go(scenario: str, namespace: BrokerNamespace | None = None, *args: str,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from patterns.drills.broker import BrokerNamespace
-from tests.compat.scenario_process import ScenarioError, run_printing_json
+from tests.compat.scenario_process import ScenarioError, connection_settings, run_printing_json
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 JAR = JAVA_DIR / "target" / "sbfed-compat-java.jar"
@@ -38,8 +38,7 @@ def run_java(scenario: str, namespace: BrokerNamespace | None = None, *args: str
     the JVM trusts `cert_path` (by default the namespace's certificate)."""
     environment = {**os.environ, **(env or {})}
     if namespace:
-        environment = {"SB_CONNECTION_STRING": namespace.connection_string,
-                       "SB_ADMIN_CONNECTION_STRING": namespace.admin_connection_string, **environment}
+        environment = {**connection_settings(namespace), **environment}
     certificate = cert_path or (namespace.cert_path if namespace else None)
     trust = [f"-Djavax.net.ssl.trustStore={trust_store(certificate)}",
              "-Djavax.net.ssl.trustStoreType=PKCS12",

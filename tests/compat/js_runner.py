@@ -13,18 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from patterns.drills.broker import BrokerNamespace
-from tests.compat.scenario_process import run_printing_json
+from tests.compat.scenario_process import connection_settings, run_printing_json
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 DEFAULT_TIMEOUT_SECONDS = 180
 
 
 def namespace_environment(namespace: BrokerNamespace) -> dict[str, str]:
-    return {
-        "SB_CONNECTION_STRING": namespace.connection_string,
-        "SB_ADMIN_CONNECTION_STRING": namespace.admin_connection_string,
-        "NODE_EXTRA_CA_CERTS": namespace.cert_path,
-    }
+    return {**connection_settings(namespace), "NODE_EXTRA_CA_CERTS": namespace.cert_path}
 
 
 def run_js(script: str, namespace: BrokerNamespace | None = None, *args: str,

@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import Any
 
 
+def connection_settings(namespace: Any) -> dict[str, str]:
+    """What every scenario reads of a namespace (a BrokerNamespace): its AMQP and admin connection strings."""
+    return {"SB_CONNECTION_STRING": namespace.connection_string,
+            "SB_ADMIN_CONNECTION_STRING": namespace.admin_connection_string}
+
+
 class ScenarioError(AssertionError):
     """A scenario exited with an error or printed no JSON; the message holds its output."""
 
