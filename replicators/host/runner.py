@@ -35,6 +35,7 @@ from replicators.replicate import PoisonMessageError
 
 log = logging.getLogger(__name__)
 RECONNECT_DELAY = dt.timedelta(seconds=1)
+STOP_GRACE = dt.timedelta(seconds=5)  # for workers that hold no messages to close their receivers
 IDLE_RECEIVE_WAIT = dt.timedelta(seconds=1)  # how often an idle worker looks at the stop event
 LOCK_RENEW_MARGIN = dt.timedelta(seconds=10)  # the SDK's AutoLockRenewer renews this long before expiry
 
@@ -91,7 +92,7 @@ class TriggerRunner:
         self._stop = stop
         self._client_kwargs = client_kwargs or {}
         self._threads: list[threading.Thread] = []
-        self._awaiting_session: set[str] = set()
+        self._holding: set[str] = set()  # workers between receiving a batch and settling it
         # One renewal at a time: concurrent management requests on one receiver's link break the SDK.
         self._renewer = AutoLockRenewer(
             max_lock_renewal_duration=options.lock_renewal.total_seconds(),
@@ -109,11 +110,16 @@ class TriggerRunner:
             self._threads.append(thread)
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for every worker that may hold messages. A worker still waiting for the broker to hand it
-        a session holds none; it leaves on its own once the broker answers (it sees the stop event)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """Wait for every worker that holds messages, and give the others STOP_GRACE to close their
+        receivers cleanly. A worker still waiting for the broker (connecting, receiving, waiting for a
+        session, retrying a broker that is gone) holds none: waiting longer for it would tie the stop to
+        the SDK's retries, so it is left to leave on its own (a daemon thread)."""
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
         for thread in self._threads:
-            while thread.is_alive() and thread.name not in self._awaiting_session:
+            while thread.is_alive() and (
+                thread.name in self._holding or time.monotonic() - started < STOP_GRACE.total_seconds()
+            ):
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 thread.join(0.05)
@@ -123,14 +129,10 @@ class TriggerRunner:
     # receiving
 
     def _work(self) -> None:
-        name = threading.current_thread().name
         with self._connection.client(**self._client_kwargs) as client:
             while not self._stop.is_set():
-                if self.trigger.sessions:
-                    self._awaiting_session.add(name)
                 try:
                     with self._receiver(client) as receiver:
-                        self._awaiting_session.discard(name)
                         self._drain(receiver)
                 except OperationTimeoutError:
                     continue  # no session became available within the idle timeout
@@ -165,6 +167,7 @@ class TriggerRunner:
     def _drain(self, receiver: ServiceBusReceiver) -> None:
         """Receive and process batches until stopped; a session receiver gives its session up once it has
         been idle for `sessionIdleTimeout`, so other sessions get their turn."""
+        name = threading.current_thread().name
         idle_since = time.monotonic()
         while not self._stop.is_set():
             messages = next_batch(
@@ -182,11 +185,17 @@ class TriggerRunner:
                 ):
                     return
                 continue
-            if self.trigger.many:
-                self._process(receiver, messages)
-            else:
-                for message in messages:
-                    self._process(receiver, [message])
+            self._holding.add(name)
+            try:
+                if self._stop.is_set():
+                    return  # stopping: join may not wait for this worker; the locks lapse, nothing was done
+                if self.trigger.many:
+                    self._process(receiver, messages)
+                else:
+                    for message in messages:
+                        self._process(receiver, [message])
+            finally:
+                self._holding.discard(name)
             idle_since = time.monotonic()
 
     # invoking and settling

@@ -90,3 +90,30 @@ def test_host_killed_mid_run_and_restarted_loses_nothing_and_duplicates_nothing(
     assert set(ids) == set(sent), f"lost {len(set(sent) - set(ids))} messages"
     assert [p for r in replicas for p in mismatches(sent, r, source="primary/events")] == []
     assert "stopping (SIGTERM)" in (tmp_path / "host-2.log").read_text()
+
+
+@pytest.mark.slow
+def test_host_stops_promptly_after_its_brokers_are_gone(tmp_path):
+    """SIGTERM once both namespaces are gone: the host waits for workers that hold messages, not for the
+    SDK's reconnect retries of workers that hold none."""
+    messages = [keyed_message(i) for i in range(300)]
+    with brokers(topology(lock_duration="PT5S"), tmp_path) as (namespaces, path):
+        settings = broker_settings(namespaces, path)
+        send_all(settings["PRIMARY"], "events", [m for m, _ in messages])
+        host = start_host(tmp_path, settings, "host.log")
+        deadline = time.monotonic() + 120
+        while completed(tmp_path / "host.log") < len(messages):
+            assert host.poll() is None, (tmp_path / "host.log").read_text()
+            assert time.monotonic() < deadline, "the host did not replicate"
+            time.sleep(0.2)
+    while "reconnecting" not in (tmp_path / "host.log").read_text():
+        assert time.monotonic() < deadline, "the host did not notice its brokers had gone"
+        time.sleep(0.2)
+    host.send_signal(signal.SIGTERM)
+    try:
+        assert host.wait(30) == 0, (tmp_path / "host.log").read_text()
+    finally:
+        host.kill()
+    log = (tmp_path / "host.log").read_text()
+    assert "stopping (SIGTERM)" in log
+    assert re.findall(r"completed (\d+)\s", log)[-1] == str(len(messages))
