@@ -77,7 +77,7 @@ lint: setup
 
 # Every script in bench/ at its default sizes, rules.py's engine mode and reconcile.py's follow mode, but not the benches' helpers (the
 # client amqp_compare.py runs, replicate.py's tracer); RabbitMQ for the AMQP comparison comes from Debian (one
-# line says how when it cannot).
+# line says how when it cannot), Artemis from Maven Central on that comparison's first run (ensure-artemis.sh).
 BENCH_HELPERS := bench/amqp_client.py bench/lag_trace.py
 BENCHES := $(filter-out $(BENCH_HELPERS),$(sort $(wildcard bench/*.py))) "bench/rules.py --engine" \
 	"bench/reconcile.py --follow"

@@ -1,7 +1,8 @@
-"""sbfed's broker side by side with RabbitMQ, through the project's lean AMQP 1.0 client (amqp_client.py).
+"""sbfed's broker side by side with RabbitMQ and Apache ActiveMQ Artemis, through the project's lean AMQP 1.0
+client (amqp_client.py).
 
     python bench/amqp_compare.py [-n 10000] [--reps 3] [--warmup 5000] [--sync full|normal]
-                                 [--without-rabbitmq]
+                                 [--peers rabbitmq,artemis] [--fast-servicebus-emulator BINARY]
 
 Each repetition runs three phases of N 1 KB durable messages, at-least-once (sender window 1000, receiver
 prefetch 100), every client in its own process:
@@ -14,8 +15,14 @@ Brokers, each a private process on a free loopback port, stopped afterwards:
 - sbfed's broker with its durable SQLite store (`--sync`), the client authenticating with SASL PLAIN (policy
   name and key as user and password, as Service Bus accepts);
 - RabbitMQ (Debian's `rabbitmq-server` with its `rabbitmq_amqp1_0` plugin, a durable classic queue) when
-  installed (`bash scripts/ensure-rabbitmq.sh` installs it); otherwise one line says so and only that
-  comparison is skipped.
+  installed (`bash scripts/ensure-rabbitmq.sh` installs it);
+- Apache ActiveMQ Artemis (the pinned binary distribution from Maven Central, which
+  `scripts/ensure-artemis.sh` fetches the first time): an instance made by `artemis create` in a temporary
+  directory, one AMQP-only acceptor, the durable queue `bench` on its persistent journal (fsync per commit,
+  the journal type `create` picks);
+- with --fast-servicebus-emulator, that Rust Service Bus emulator's binary (built by hand: its source is not
+  in a package registry); it keeps messages in memory only and listens on the fixed port 5672.
+A peer that cannot be had is skipped with one line saying why. `--peers ''` measures sbfed's broker only.
 Prints the medians, then the reference figures recorded earlier on this machine, then one JSON line.
 """
 
@@ -23,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -39,6 +48,7 @@ from pathlib import Path
 from wire import process_cpu, start_broker  # bench/wire.py: `sbfed broker serve` as its own process
 
 CLIENT = Path(__file__).resolve().with_name("amqp_client.py")
+ENSURE_ARTEMIS = Path(__file__).resolve().parents[1] / "scripts" / "ensure-artemis.sh"
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # Debian's /usr/sbin wrapper runs as rabbitmq
 KEY = "YmVuY2gtY29tcGFyZS1rZXk="
 TOPOLOGY = f"""namespaces:
@@ -150,7 +160,7 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"RabbitMQ exited with {proc.returncode}")
+            raise SystemExit(f"{proc.args[0]} exited with {proc.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
@@ -159,8 +169,9 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
     raise SystemExit(f"nothing listens on port {port} after {timeout}s")
 
 
-def erlang_vm(root: int) -> int:
-    """The pid of the `beam.smp` process started (through shell scripts) by process `root`."""
+def virtual_machine(root: int, prefix: str) -> int:
+    """The pid of the process whose name starts with `prefix` (Erlang's beam.smp, java) that process `root` is
+    or started through shell scripts."""
     parents = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -174,14 +185,36 @@ def erlang_vm(root: int) -> int:
         ancestor = pid
         while ancestor in parents and ancestor != root:
             ancestor = parents[ancestor][0]
-        if ancestor == root and name.startswith("beam"):
+        if ancestor == root and name.startswith(prefix):
             return pid
-    raise SystemExit("no Erlang VM found under the RabbitMQ start script")
+    raise SystemExit(f"no {prefix} process found under {root}")
+
+
+class Unavailable(Exception):
+    """A peer broker that cannot be had on this machine; the bench skips only its comparison."""
+
+
+@contextlib.contextmanager
+def serving(proc: subprocess.Popen, port: int, boot_s: float) -> Iterator[None]:
+    """Until the block ends, a broker process started in its own session: listening on `port`, `boot_s` more
+    seconds given to finish booting, then stopped with SIGTERM (its whole process group)."""
+    try:
+        wait_for_port(port, proc, 120)
+        time.sleep(boot_s)
+        yield
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
 
 
 @contextlib.contextmanager
 def rabbitmq(workdir: Path) -> Iterator[Broker]:
     """A private RabbitMQ node with the AMQP 1.0 plugin, run as this user by the package's start script."""
+    plugins_found = RABBITMQ_SERVER.parents[1].glob("lib/*/plugins/rabbitmq_amqp1_0*")
+    if not (RABBITMQ_SERVER.exists() and any(plugins_found)):
+        raise Unavailable("rabbitmq-server with its AMQP 1.0 plugin is not installed "
+                          "(bash scripts/ensure-rabbitmq.sh installs it)")
     base = workdir / "rabbitmq"
     base.mkdir()
     plugins = base / "enabled_plugins"
@@ -195,37 +228,72 @@ def rabbitmq(workdir: Path) -> Iterator[Broker]:
                HOME=str(base))
     proc = subprocess.Popen([str(RABBITMQ_SERVER)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_for_port(port, proc, 120)
-        time.sleep(2)  # plugins finish booting after the listener opens
-        yield Broker("RabbitMQ (durable classic queue)", erlang_vm(proc.pid), f"amqp://127.0.0.1:{port}",
-                     "/queue/bench", "guest", "guest")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
+    with serving(proc, port, 2):  # plugins finish booting after the listener opens
+        yield Broker("RabbitMQ (durable classic queue)", virtual_machine(proc.pid, "beam"),
+                     f"amqp://127.0.0.1:{port}", "/queue/bench", "guest", "guest")
 
 
-def rabbitmq_installed() -> bool:
-    plugins = RABBITMQ_SERVER.parents[1].glob("lib/*/plugins/rabbitmq_amqp1_0*")
-    return RABBITMQ_SERVER.exists() and any(plugins)
+@contextlib.contextmanager
+def artemis(workdir: Path) -> Iterator[Broker]:
+    """A private Artemis instance: `artemis create` (journal tuned to this disk by its own probe), its one
+    acceptor narrowed to AMQP on a free loopback port, then `artemis run`, which execs the JVM."""
+    fetched = subprocess.run(["bash", str(ENSURE_ARTEMIS)], capture_output=True, text=True)
+    if fetched.returncode != 0:
+        raise Unavailable((fetched.stderr.strip().splitlines() or ["scripts/ensure-artemis.sh failed"])[-1])
+    home = Path(fetched.stdout.strip().splitlines()[-1])
+    instance, port = workdir / "artemis", free_port()
+    subprocess.run([str(home / "bin" / "artemis"), "create", "--silent", "--force", "--user", "bench",
+                    "--password", "bench", "--require-login", "--no-web", "--host", "127.0.0.1",
+                    "--default-port", str(port), "--no-amqp-acceptor", "--no-hornetq-acceptor",
+                    "--no-mqtt-acceptor", "--no-stomp-acceptor", "--queues", "bench:anycast", str(instance)],
+                   check=True, stdout=subprocess.DEVNULL)
+    config = instance / "etc" / "broker.xml"
+    xml = config.read_text()
+    config.write_text(xml.replace("protocols=CORE,AMQP,STOMP,HORNETQ,MQTT,OPENWIRE", "protocols=AMQP"))
+    journal = re.search(r"<journal-type>(\w+)</journal-type>", xml)
+    log = (workdir / "artemis.log").open("w")
+    proc = subprocess.Popen([str(instance / "bin" / "artemis"), "run"], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    with log, serving(proc, port, 1):
+        label = f"Artemis {home.name.rsplit('-', 1)[-1]} (durable, {journal[1] if journal else '?'} journal)"
+        yield Broker(label, virtual_machine(proc.pid, "java"), f"amqp://127.0.0.1:{port}", "bench", "bench",
+                     "bench")
+
+
+@contextlib.contextmanager
+def fast_servicebus_emulator(workdir: Path, binary: Path) -> Iterator[Broker]:
+    """The Rust emulator from a binary built by hand, with one queue `bench`; it binds 0.0.0.0:5672 itself."""
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 5672)) == 0:
+            raise Unavailable("port 5672, which the emulator always binds, is taken")
+    config = workdir / "fast-servicebus-emulator.yaml"
+    config.write_text("topology:\n  queues:\n    - name: bench\n")
+    env = dict(os.environ, CONFIG_PATH=str(config), ADMIN_PORT=str(free_port()), RUST_LOG="warn")
+    proc = subprocess.Popen([str(binary)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    with serving(proc, 5672, 0.5):
+        yield Broker("fast-servicebus-emulator (in memory)", proc.pid, "amqp://127.0.0.1:5672", "bench",
+                     "bench", "bench")
 
 
 def print_targets(results: dict[str, dict]) -> None:
-    """The target, per phase: sbfed at least RabbitMQ's rate and at most its broker CPU per message (medians
-    of this run)."""
+    """The target, per peer and phase: sbfed at least the peer's rate and at most its broker CPU per message
+    (medians of this run)."""
     sbfed = next((r for label, r in results.items() if label.startswith("sbfed")), None)
-    rabbit = next((r for label, r in results.items() if label.startswith("RabbitMQ")), None)
-    if sbfed is None or rabbit is None:
-        return
-    verdicts = []
-    for name in PHASES:
-        ours, theirs = sbfed[name], rabbit[name]
-        rate = ours["msgs_per_s"]["median"] / theirs["msgs_per_s"]["median"]
-        cpu = ours["broker_cpu_per_msg"]["median"] / theirs["broker_cpu_per_msg"]["median"]
-        met = "met" if rate >= 1 and cpu <= 1 else "missed"
-        verdicts.append(f"{name} {met} (rate {rate:.2f}x, broker CPU {cpu:.2f}x)")
-    print("target (sbfed >= RabbitMQ's rate, <= its broker CPU per message): " + "; ".join(verdicts))
+    for label, peer in results.items():
+        if peer is sbfed or sbfed is None:
+            continue
+        verdicts = []
+        for name in PHASES:
+            ours, theirs = sbfed[name], peer[name]
+            rate = ours["msgs_per_s"]["median"] / theirs["msgs_per_s"]["median"]
+            cpu = ours["broker_cpu_per_msg"]["median"] / theirs["broker_cpu_per_msg"]["median"]
+            met = "met" if rate >= 1 and cpu <= 1 else "missed"
+            verdicts.append(f"{name} {met} (rate {rate:.2f}x, broker CPU {cpu:.2f}x)")
+        print(f"target (sbfed >= {label}'s rate, <= its broker CPU per message): " + "; ".join(verdicts))
+
+
+PEERS = {"rabbitmq": rabbitmq, "artemis": artemis}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,20 +303,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=5000, help="messages sent and received first, untimed")
     parser.add_argument("--sync", choices=("full", "normal"), default="full", help="sbfed SQLite durability")
-    parser.add_argument("--without-rabbitmq", action="store_true", help="measure sbfed's broker only")
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help=f"peers measured after sbfed, of {', '.join(PEERS)}; '' for none")
+    parser.add_argument("--fast-servicebus-emulator", type=Path, metavar="BINARY",
+                        help="also measure this fast-servicebus-emulator binary")
     options = parser.parse_args(argv)
+    peers = [name for name in options.peers.split(",") if name]
+    if unknown := set(peers) - set(PEERS):
+        parser.error(f"unknown peers: {', '.join(sorted(unknown))}")
+    brokers = [functools.partial(PEERS[name]) for name in peers]
+    if options.fast_servicebus_emulator:
+        brokers.append(functools.partial(fast_servicebus_emulator, binary=options.fast_servicebus_emulator))
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="sbfed-amqp-compare-") as tmp:
         with sbfed(Path(tmp), options.sync) as broker:
             results[broker.label] = suite(broker, options)
-        if options.without_rabbitmq:
-            pass
-        elif not rabbitmq_installed():
-            print("RabbitMQ comparison skipped: rabbitmq-server with its AMQP 1.0 plugin is not installed "
-                  "(bash scripts/ensure-rabbitmq.sh installs it)", flush=True)
-        else:
-            with rabbitmq(Path(tmp)) as broker:
-                results[broker.label] = suite(broker, options)
+        for peer in brokers:
+            try:
+                with peer(Path(tmp)) as broker:
+                    results[broker.label] = suite(broker, options)
+            except Unavailable as why:
+                print(f"{peer.func.__name__} comparison skipped: {why}", flush=True)
     print(f"\nmedians, n={options.n} x {options.reps} reps, 1 KB durable messages, bench/amqp_client.py "
           "(msg/s; broker CPU per message)")
     print(f"{'broker':<44}" + "".join(f"{p:>22}" for p in PHASES))

@@ -74,7 +74,7 @@ def test_wire():
 
 
 def test_amqp_compare_against_sbfed():
-    out = bench("amqp_compare.py", "-n", "200", "--reps", "1", "--warmup", "50", "--without-rabbitmq")
+    out = bench("amqp_compare.py", "-n", "200", "--reps", "1", "--warmup", "50", "--peers", "")
     results = last_json(out)["results"]
     assert list(results) == ["sbfed (SQLite, synchronous=full)"]
     assert set(results["sbfed (SQLite, synchronous=full)"]) == {"send", "receive", "concurrent"}
@@ -86,7 +86,8 @@ def test_amqp_compare_against_rabbitmq():
     installed = subprocess.run(["bash", "scripts/ensure-rabbitmq.sh"], cwd=ROOT, capture_output=True,
                                text=True)
     assert installed.returncode == 0, installed.stderr
-    out = bench("amqp_compare.py", "-n", "200", "--reps", "1", "--warmup", "50", "--sync", "normal")
+    out = bench("amqp_compare.py", "-n", "200", "--reps", "1", "--warmup", "50", "--sync", "normal",
+                "--peers", "rabbitmq")
     results = last_json(out)["results"]
     assert list(results) == ["sbfed (SQLite, synchronous=normal)", "RabbitMQ (durable classic queue)"]
     assert all(set(phases) == {"send", "receive", "concurrent"} for phases in results.values())
@@ -127,3 +128,13 @@ def test_connection_churn():
     assert re.search(r"churn: 30 connections in \d+ s .* bytes per connection stayed", out), out
     assert re.search(r"soak: 50 msg/s, connections reopened every 10 s, 65 s; after the 60 s warm-up RSS .* "
                      r"KB/min", out), out
+
+
+def test_amqp_compare_against_artemis():
+    """Artemis is fetched by scripts/ensure-artemis.sh on its first run (Maven Central, pinned and checked)."""
+    out = bench("amqp_compare.py", "-n", "200", "--reps", "1", "--warmup", "50", "--peers", "artemis")
+    results = last_json(out)["results"]
+    artemis = next(label for label in results if label.startswith("Artemis 2.40.0 (durable"))
+    assert set(results[artemis]) == {"send", "receive", "concurrent"}
+    assert all(results[artemis][name]["broker_cpu_per_msg"]["median"] > 0 for name in results[artemis])
+    assert re.search(r"^target \(sbfed >= Artemis .*: send (met|missed)", out, re.M), out
