@@ -2,7 +2,7 @@
 client (amqp_client.py).
 
     python bench/amqp_compare.py [-n 10000] [--reps 3] [--warmup 5000] [--sync full|normal]
-                                 [--peers rabbitmq,artemis] [--fast-servicebus-emulator BINARY]
+                                 [--peers rabbitmq,artemis]
 
 Each repetition runs three phases of N 1 KB durable messages, at-least-once (sender window 1000, receiver
 prefetch 100), every client in its own process:
@@ -18,10 +18,9 @@ Brokers, each a private process on a free loopback port, stopped afterwards:
   installed (`bash scripts/ensure-rabbitmq.sh` installs it);
 - Apache ActiveMQ Artemis (the pinned binary distribution from Maven Central, which
   `scripts/ensure-artemis.sh` fetches the first time): an instance made by `artemis create` in a temporary
-  directory, one AMQP-only acceptor, the durable queue `bench` on its persistent journal (fsync per commit,
-  the journal type `create` picks);
-- with --fast-servicebus-emulator, that Rust Service Bus emulator's binary (built by hand: its source is not
-  in a package registry); it keeps messages in memory only and listens on the fixed port 5672.
+  directory, one AMQP-only acceptor, the durable queue `bench` on its persistent journal (journal-datasync:
+  synced before a durable send is acknowledged, the syncs grouped by the buffer timeout `create` measured on
+  this disk; the journal type `create` picks: NIO without libaio).
 A peer that cannot be had is skipped with one line saying why. `--peers ''` measures sbfed's broker only.
 Prints the medians, then the reference figures recorded earlier on this machine, then one JSON line.
 """
@@ -30,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import os
 import re
@@ -260,22 +258,6 @@ def artemis(workdir: Path) -> Iterator[Broker]:
                      "bench")
 
 
-@contextlib.contextmanager
-def fast_servicebus_emulator(workdir: Path, binary: Path) -> Iterator[Broker]:
-    """The Rust emulator from a binary built by hand, with one queue `bench`; it binds 0.0.0.0:5672 itself."""
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", 5672)) == 0:
-            raise Unavailable("port 5672, which the emulator always binds, is taken")
-    config = workdir / "fast-servicebus-emulator.yaml"
-    config.write_text("topology:\n  queues:\n    - name: bench\n")
-    env = dict(os.environ, CONFIG_PATH=str(config), ADMIN_PORT=str(free_port()), RUST_LOG="warn")
-    proc = subprocess.Popen([str(binary)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    with serving(proc, 5672, 0.5):
-        yield Broker("fast-servicebus-emulator (in memory)", proc.pid, "amqp://127.0.0.1:5672", "bench",
-                     "bench", "bench")
-
-
 def print_targets(results: dict[str, dict]) -> None:
     """The target, per peer and phase: sbfed at least the peer's rate and at most its broker CPU per message
     (medians of this run)."""
@@ -305,25 +287,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sync", choices=("full", "normal"), default="full", help="sbfed SQLite durability")
     parser.add_argument("--peers", default=",".join(PEERS),
                         help=f"peers measured after sbfed, of {', '.join(PEERS)}; '' for none")
-    parser.add_argument("--fast-servicebus-emulator", type=Path, metavar="BINARY",
-                        help="also measure this fast-servicebus-emulator binary")
     options = parser.parse_args(argv)
     peers = [name for name in options.peers.split(",") if name]
     if unknown := set(peers) - set(PEERS):
         parser.error(f"unknown peers: {', '.join(sorted(unknown))}")
-    brokers = [functools.partial(PEERS[name]) for name in peers]
-    if options.fast_servicebus_emulator:
-        brokers.append(functools.partial(fast_servicebus_emulator, binary=options.fast_servicebus_emulator))
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="sbfed-amqp-compare-") as tmp:
         with sbfed(Path(tmp), options.sync) as broker:
             results[broker.label] = suite(broker, options)
-        for peer in brokers:
+        for name in peers:
             try:
-                with peer(Path(tmp)) as broker:
+                with PEERS[name](Path(tmp)) as broker:
                     results[broker.label] = suite(broker, options)
             except Unavailable as why:
-                print(f"{peer.func.__name__} comparison skipped: {why}", flush=True)
+                print(f"{name} comparison skipped: {why}", flush=True)
     print(f"\nmedians, n={options.n} x {options.reps} reps, 1 KB durable messages, bench/amqp_client.py "
           "(msg/s; broker CPU per message)")
     print(f"{'broker':<44}" + "".join(f"{p:>22}" for p in PHASES))

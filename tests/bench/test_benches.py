@@ -131,7 +131,7 @@ def test_connection_churn():
 
 
 def test_amqp_compare_against_artemis():
-    """Artemis is fetched by scripts/ensure-artemis.sh on its first run (Maven Central, pinned and checked)."""
+    """Artemis comes from Maven Central, pinned and checked, fetched by ensure-artemis.sh on first use."""
     out = bench("amqp_compare.py", "-n", "200", "--reps", "1", "--warmup", "50", "--peers", "artemis")
     results = last_json(out)["results"]
     artemis = next(label for label in results if label.startswith("Artemis 2.40.0 (durable"))
