@@ -24,9 +24,12 @@ mkdir -p "$CACHE"
 WORK="$(mktemp -d "$CACHE/artemis-download.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 echo "fetching Apache ActiveMQ Artemis $VERSION from Maven Central" >&2
-mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-  -Dartifact="org.apache.activemq:apache-artemis:$VERSION:tar.gz:bin" -DoutputDirectory="$WORK" >&2 ||
+if ! mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+  -Dartifact="org.apache.activemq:apache-artemis:$VERSION:tar.gz:bin" -DoutputDirectory="$WORK" \
+  >"$WORK/mvn.log" 2>&1; then
+  cat "$WORK/mvn.log" >&2
   fail "Maven could not fetch org.apache.activemq:apache-artemis:$VERSION:tar.gz:bin"
+fi
 ARCHIVE="$WORK/apache-artemis-$VERSION-bin.tar.gz"
 echo "$SHA512  $ARCHIVE" | sha512sum -c --quiet - >&2 || fail "$ARCHIVE does not have the pinned SHA-512"
 tar -xzf "$ARCHIVE" -C "$WORK"
