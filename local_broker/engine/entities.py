@@ -144,6 +144,19 @@ class BrowseIndex:
         if len(numbers) > 2 * len(self.owner.messages) + 1024:
             self._compact()
 
+    def extend(self, ms: list[Message]) -> None:
+        """`add` for each of `ms` (in sequence order): appended at once when they follow every entry (the
+        page of a backlog a sub-queue reads from the store, paging.py)."""
+        numbers = self.numbers
+        if numbers and ms[0].sequence_number < numbers[-1]:
+            for m in ms:
+                self.add(m)
+            return
+        numbers.extend([m.sequence_number for m in ms])
+        self.messages.extend(ms)
+        if len(numbers) > 2 * len(self.owner.messages) + 1024:
+            self._compact()
+
     def _compact(self) -> None:
         owner = self.owner
         live = [

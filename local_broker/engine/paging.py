@@ -77,14 +77,17 @@ class Paging:
                 tail.size += m.size
         self._spilling = {}
 
-    def _adopt(self, sq: SubQueue, m: Message) -> None:
-        """A message of the tail joins the window, ready (as `_place` puts an arrival)."""
-        m.entity = sq
-        sq.messages[m.uid] = m
-        sq.browse.add(m)
-        sq.ready.fresh.append(m)
-        if m.expires_at != INF:
-            self._watch_expiry(m)
+    def _adopt(self, sq: SubQueue, ms: list[Message]) -> None:
+        """Messages of the tail (in sequence order) join the window, ready (as `_place` puts arrivals)."""
+        for m in ms:
+            m.entity = sq
+        sq.messages.update([(m.uid, m) for m in ms])
+        sq.browse.extend(ms)
+        sq.ready.fresh.extend(ms)
+        watch = self._watch_expiry
+        for m in ms:
+            if m.expires_at != INF:
+                watch(m)
 
     def _page_in(self, sq: SubQueue, wanted: int) -> bool:
         """Move the tail's next messages (at least `wanted`, PAGE if more) into the window; False if it
@@ -92,32 +95,32 @@ class Paging:
         tail: Tail = sq.tail  # type: ignore[assignment]
         limit = max(wanted, PAGE)
         pending = tail.pending
-        added = 0
         journal = self._journal
+        held, full, deleted = sq.messages, journal.full, journal.deleted
+        added = 0
         while tail.count > len(pending):
             rows = self._store.page(sq.entity.key, int(sq.kind), tail.after, limit, _lazy_start(sq))
-            for m in rows:
-                tail.after = m.sequence_number
-                uid = m.uid
-                if uid in sq.messages or uid in journal.full or uid in journal.deleted:
-                    continue  # restored with a state of its own, or changed since: the window has it
-                tail.count -= 1
-                tail.size -= m.size
-                self._adopt(sq, m)
-                added += 1
+            if rows:
+                tail.after = rows[-1].sequence_number
+            # Those restored with a state of their own, or changed since, are in the window already.
+            new = [m for m in rows if m.uid not in held and m.uid not in full and m.uid not in deleted]
+            if new:
+                tail.count -= len(new)
+                tail.size -= sum([m.size for m in new])
+                self._adopt(sq, new)
+                added += len(new)
             if len(rows) < limit:
                 tail.count = len(pending)  # every stored one is read: the rest are pending
                 tail.size = sum(m.size for m in pending)
             elif added:
                 return True
-        while pending and added < limit:
-            m = pending.popleft()
-            tail.after = m.sequence_number
-            tail.count -= 1
-            tail.size -= m.size
-            self._adopt(sq, m)
-            added += 1
-        return bool(added)
+        new = [pending.popleft() for _ in range(min(len(pending), limit - added))]
+        if new:
+            tail.after = new[-1].sequence_number
+            tail.count -= len(new)
+            tail.size -= sum([m.size for m in new])
+            self._adopt(sq, new)
+        return bool(added or new)
 
     def _peek_tail(self, sq: SubQueue, found: list[Message], start: int, max_count: int) -> list[Message]:
         """`found` (the window's messages from number `start` on) merged with the tail's, in order."""

@@ -120,11 +120,24 @@ _FROM = "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid"
 
 
 # The content fields a payload's `data` holds, in order (body, annotations and properties apart).
-_DATA_FIELDS = attrgetter(
+_DATA_NAMES = (
     "message_id", "correlation_id", "session_id", "reply_to_session_id", "partition_key", "via_partition_key",
     "subject", "to", "reply_to", "content_type", "time_to_live", "scheduled_enqueue_time",
     "enqueued_sequence_number", "dead_letter_source", "partition_id", "hop_count",
 )
+_DATA_FIELDS = attrgetter(*_DATA_NAMES)
+
+
+def _data_setter() -> Any:
+    """`set_data(c, d)`: the fields of `_DATA_NAMES` from the list `d`, generated as one unpacking into the
+    attributes (a setattr loop costs several times as much, once per message read back)."""
+    source = f"def set_data(c, d):\n    {', '.join(f'c.{name}' for name in _DATA_NAMES)}, = d\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<set_data>", "exec"), namespace)
+    return namespace["set_data"]
+
+
+_set_data = _data_setter()
 
 
 def _content(c: MessageContent, properties: dict[str, Any]) -> list[Any]:
@@ -150,6 +163,7 @@ def _payload_data(c: MessageContent, properties: dict[str, Any]) -> str:
 # store wrote it, so it is one complete value.
 _scan = json.scanner.c_make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
 _STATES = tuple(MessageState)
+_new = object.__new__
 
 
 def _record_of(text: str) -> Any:
@@ -160,33 +174,35 @@ def _token(m: Message) -> bytes | None:
     return None if m.lock_token is None else m.lock_token.bytes
 
 
+def _stored_content(payload: int, d: list[Any], body: bytes) -> MessageContent:
+    """A stored content (a payload's `data` decoded, or a row's own), made without Message's constructor:
+    a backlog's messages are read back one by one."""
+    c = _new(MessageContent)
+    c.shared = False
+    c.payload = payload
+    properties = decode_properties(d[17])
+    c.payload_properties = {} if properties is None else properties
+    c.body = body
+    c.annotations = decode_properties(d[16])
+    c.amqp_properties = decode_properties(d[18]) if len(d) > 18 else None  # older rows end at 18
+    _set_data(c, d[:16])
+    return c
+
+
 def _template(payload: int, d: list[Any], body: bytes) -> Message:
     """A message holding a content (a payload's `data` decoded), for the copies that reference it."""
-    m = Message(
-        bytes(body),
-        decode_properties(d[17]),
-        annotations=decode_properties(d[16]),
-        amqp_properties=decode_properties(d[18]) if len(d) > 18 else None,  # older rows end at 18
-        message_id=d[0],
-        correlation_id=d[1],
-        session_id=d[2],
-        reply_to_session_id=d[3],
-        partition_key=d[4],
-        via_partition_key=d[5],
-        subject=d[6],
-        to=d[7],
-        reply_to=d[8],
-        content_type=d[9],
-        time_to_live=d[10],
-        scheduled_enqueue_time=d[11],
-        enqueued_sequence_number=d[12],
-        dead_letter_source=d[13],
-        partition_id=d[14],
-        hop_count=d[15],
-    )
-    m.content.payload = payload
-    m.content.payload_properties = m.application_properties
+    m = Message()
+    c = m.content = _stored_content(payload, d, body)
+    m.application_properties = c.payload_properties
     return m
+
+
+def _own(uid: int, seq: int, record: list[Any], state: list[Any] | None, body: bytes) -> Message:
+    """A row holding its own content, made into its message at once (no template to copy)."""
+    m = _new(Message)
+    m.content = _stored_content(0, record[8], body)
+    m.entity = None
+    return _stamped(m, uid, seq, record, state)
 
 
 def _message(template: Message, uid: int, seq: int, record: list[Any],
@@ -405,29 +421,46 @@ class SqliteStore:
         self, owner: str, sub: int, after: int, limit: int | None, before: float = math.inf
     ) -> list[Message]:
         """The plain messages `load` left on disk of one sub-queue, numbered after `after` and before
-        `before`, in order: at most `limit` (None: all). Messages that settled since are gone (the settled
-        log is folded in)."""
-        if self._settled:
-            self.write(ChangeSet())
-        templates: dict[int, Message] = {}
+        `before`, in order: at most `limit` (None: all), less those settled since (still in the settled
+        log). A row with a state of its own (message_states) is in the engine's memory since `load` (the
+        engine skips what it holds), so the index alone says which rows to read."""
+        settled = self._settled
+        rows: list[Any] = []
+        want = -1 if limit is None else limit
         try:
-            rows = self._db.execute(
-                f"SELECT {_ROW} {_FROM} WHERE m.owner = ? AND m.sub = ? AND m.plain = 1 AND m.seq > ? "
-                "AND m.seq < ? AND s.uid IS NULL ORDER BY m.seq LIMIT ?",
-                (owner, sub, after, before, -1 if limit is None else limit),
-            )
-            return [self._loaded(r, templates) for r in rows]
+            while True:
+                got = self._db.execute(
+                    "SELECT uid, seq, record, payload, body FROM messages WHERE owner = ? AND sub = ? "
+                    "AND plain = 1 AND seq > ? AND seq < ? ORDER BY seq LIMIT ?",
+                    (owner, sub, after, before, want),
+                ).fetchall()
+                rows += [r for r in got if r[0] not in settled] if settled else got
+                if limit is None or len(got) < want or len(rows) >= limit:
+                    break
+                after, want = got[-1][1], limit - len(rows)
         except sqlite3.DatabaseError as exc:  # damage load did not read: this read fails, not the broker
             raise StoreReadError(f"The namespace's store {self.path} cannot be read here ({exc}); "
                                  "`sbfed broker check` says what is wrong.") from exc
+        templates: dict[int, Message] = {}
+        made = self._made
+        return [
+            _own(uid, seq, _scan(text, 0)[0], None, body) if payload is None  # most rows: no template
+            else made(uid, seq, text, payload, body, None, templates)
+            for uid, seq, text, payload, body in rows
+        ]
 
     def _loaded(self, row: Any, templates: dict[int, Message]) -> Message:
-        """A message from its row (`_ROW`); copies of one topic message share the content of `templates`."""
+        """A message from its row (`_ROW`)."""
         uid, seq, text, payload, body, changed, *state = row
+        return self._made(uid, seq, text, payload, body, None if changed is None else state, templates)
+
+    def _made(self, uid: int, seq: int, text: str, payload: int | None, body: bytes | None,
+              own_state: list[Any] | None, templates: dict[int, Message]) -> Message:
+        """A message from a row's columns (`own_state`: its message_states row's, if any); copies of one
+        topic message share the content of `templates`."""
         record = _record_of(text)
-        own_state = None if changed is None else state
         if payload is None:  # the row holds its own content: the message is made around it once
-            return _stamped(_template(0, record[8], body), uid, seq, record, own_state)
+            return _own(uid, seq, record, own_state, body)  # type: ignore[arg-type]
         template = templates.get(payload)
         if template is None:
             data, payload_body = self._db.execute(
@@ -480,9 +513,9 @@ class SqliteStore:
                     ],
                 )
             if deleted or self._settled:
-                gone = [(u,) for u in deleted] + [(u,) for u in self._settled]
-                db.executemany("DELETE FROM messages WHERE uid = ?", gone)
-                db.executemany("DELETE FROM message_states WHERE uid = ?", gone)
+                gone = _runs(self._settled.union(deleted))
+                db.executemany("DELETE FROM messages WHERE uid BETWEEN ? AND ?", gone)
+                db.executemany("DELETE FROM message_states WHERE uid BETWEEN ? AND ?", gone)
             if changes.dedup_put:
                 db.executemany(
                     "INSERT OR REPLACE INTO dedup VALUES (?, ?, ?)",
@@ -507,7 +540,7 @@ class SqliteStore:
                 content.payload = payload
                 content.payload_properties = properties
         if self._settled or self._settled_torn:  # deleted from the database now: the log starts over
-            self._settled = []
+            self._settled = set()
             try:
                 os.ftruncate(self._settled_fd, 0)
                 self._settled_torn = False
@@ -576,7 +609,7 @@ class SqliteStore:
         if written != len(data):  # a nearly full disk took part of it: the log is unused until emptied
             self._settled_torn = True
             return False
-        self._settled.extend(uids)
+        self._settled.update(uids)
         return True
 
     def _roll_back(self) -> None:
@@ -637,12 +670,29 @@ class SqliteStore:
         self._db.close()
 
 
-def _read_settled(path: Path) -> list[int]:
+def _runs(uids: set[int]) -> list[tuple[int, int]]:
+    """`uids` as runs of consecutive ids (first, last): a settled backlog's ids mostly follow each other,
+    and one range delete costs SQLite's work per row without Python's binding per row."""
+    ordered = sorted(uids)
+    if ordered[-1] - ordered[0] == len(ordered) - 1:
+        return [(ordered[0], ordered[-1])]
+    runs = []
+    first = last = ordered[0]
+    for uid in ordered[1:]:
+        if uid != last + 1:
+            runs.append((first, last))
+            first = uid
+        last = uid
+    runs.append((first, last))
+    return runs
+
+
+def _read_settled(path: Path) -> set[int]:
     """The message ids a settled log holds (none if there is no log); records that do not check out (a
     write torn by power loss) are skipped."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return []
+        return set()
     end = len(data) - len(data) % _SETTLED.size
-    return [uid for uid, check in _SETTLED.iter_unpack(data[:end]) if check == ~uid]
+    return {uid for uid, check in _SETTLED.iter_unpack(data[:end]) if check == ~uid}
