@@ -50,6 +50,7 @@ BODY = codec.described(codec.DATA, b"\xb0" + len(PAYLOAD).to_bytes(4, "big") + P
 FILL_BATCH = 1000
 BATCH = 100
 ROUND = 2000  # messages per alternating round of the SDK's deep and shallow receives
+WARM_UP = 200  # messages of the SDK's first round (connections, links, first pages), not counted
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -154,7 +155,7 @@ def sdk_costs(data: Path, sync: str, count: int) -> tuple[float, float]:
             client.get_queue_receiver("shallow", prefetch_count=BATCH) as shallow_receiver, \
             client.get_queue_sender("shallow") as sender:
         for done in range(-ROUND, count, ROUND):  # the first round warms up
-            n = ROUND if done < 0 else min(ROUND, count - done)
+            n = WARM_UP if done < 0 else min(ROUND, count - done)
             for first in range(0, n, 200):  # a batch holds at most 256 KB
                 sender.send_messages([ServiceBusMessage(PAYLOAD) for _ in range(min(200, n - first))])
             shallow_cpu = measured(proc.pid, lambda: take(shallow_receiver, n))  # noqa: B023
@@ -211,7 +212,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="fill this directory (kept) instead of a temporary one")
     args = parser.parse_args()
     n = args.messages
-    through_sdk = min(args.sdk, n // 2)
+    through_sdk = min(args.sdk, max(0, n // 2 - WARM_UP))
     drained = min(args.drain, n - 1 - through_sdk)
 
     work = Path(tempfile.mkdtemp(prefix="sbfed-backlog-")) if args.keep is None else args.keep

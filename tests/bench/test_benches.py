@@ -44,12 +44,13 @@ def test_engine():
 
 
 def test_backlog():
-    out = bench("backlog.py", "--messages", "3000", "--drain", "500")
+    out = bench("backlog.py", "--messages", "3000", "--drain", "500", "--sdk", "400")
     figures = last_json(out)
-    assert figures["messages"] == 3000 and figures["drained"] == 500
+    assert figures["messages"] == 3000 and figures["drained"] == 500 and figures["sdk_messages"] == 400
     assert figures["ready_s"] > 0 and figures["first_message_s"] >= figures["ready_s"]
     assert figures["rss_per_message"] > 0
     assert figures["deep_msg_per_s"] > 0 and figures["shallow_msg_per_s"] > 0
+    assert figures["sdk_deep_broker_cpu_per_msg"] > 0 and figures["sdk_shallow_broker_cpu_per_msg"] > 0
 
 
 def test_partitions():
