@@ -105,6 +105,31 @@ def test_a_restart_counts_the_backlog_and_loads_only_what_has_a_state(tmp_path: 
     assert ids(ns.receive("q", 100)) == [f"m{i}" for i in range(2, 20)] + ["later"]
 
 
+def test_a_restored_message_settled_since_is_not_read_back_while_only_the_settled_log_holds_it(
+    tmp_path: Path,
+) -> None:
+    """Its row is plain (its lock is a message_states row) and numbered after what the tail has read, so
+    the store's page query finds it; the settled log, not yet folded, is what says it is gone."""
+    clock = FakeClock()
+    ns = opened(tmp_path / "ns.db", clock)
+    ns.create_queue(QueueProperties("q", lock_duration=timedelta(minutes=1)))
+    send(ns, "q", range(8))
+    ns.commit()
+    ns.receive("q", 1)
+    ns.commit()
+    ns.close()
+
+    ns = opened(tmp_path / "ns.db", clock)
+    (m0,) = ns._queues["q"].main.messages.values()  # restored locked; m1-m7 in the store
+    ns.complete("q", [m0.lock_token])
+    ns.commit()
+    assert (tmp_path / "ns.db.settled").stat().st_size == 16  # logged, still in the database
+    assert ids(ns.peek("q", 0, 100)) == [f"m{i}" for i in range(1, 8)]
+    got = ns.receive("q", 100)
+    assert ids(got) == [f"m{i}" for i in range(1, 8)]
+    assert ns.get_queue_runtime_properties("q").active_message_count == 7
+
+
 def test_the_tail_expires_as_it_is_read(tmp_path: Path) -> None:
     clock = FakeClock()
     ns = opened(tmp_path / "ns.db", clock)

@@ -237,6 +237,25 @@ def test_a_full_settled_log_is_deleted_from_the_database_at_once(
     assert reopen(tmp_path / "ns.db", clock).peek("q", 0, 10) == []
 
 
+def test_settled_messages_with_others_between_them_delete_only_themselves(tmp_path: Path) -> None:
+    """Settled ids go as ranges of consecutive ids: a gap is a message still stored."""
+    clock = FakeClock()
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), clock=clock)
+    ns.create_queue(QueueProperties("q"))
+    ns.send("q", [Message(bytes([ord("a") + i])) for i in range(7)])
+    ns.commit()
+    got = ns.receive("q", 7)
+    ns.commit()
+    for i in (0, 1, 3, 5):  # one at a time, as an SDK settles: into the settled log
+        ns.complete("q", [got[i].lock_token])
+        ns.commit()
+    ns.abandon("q", [got[6].lock_token])
+    ns.commit()  # a transaction: the log folded in
+    assert _stored(tmp_path / "ns.db") == 3 and (tmp_path / "ns.db.settled").stat().st_size == 0
+    ns.close()
+    assert sorted(m.body for m in reopen(tmp_path / "ns.db", clock).peek("q", 0, 10)) == [b"c", b"e", b"g"]
+
+
 def test_a_torn_or_stray_settled_record_deletes_nothing(tmp_path: Path) -> None:
     clock = FakeClock()
     _, got = _settled_then_killed(tmp_path, clock)
