@@ -214,6 +214,8 @@ def main() -> None:
     n = args.messages
     through_sdk = min(args.sdk, max(0, n // 2 - WARM_UP))
     drained = min(args.drain, n - 1 - through_sdk)
+    if drained < 1:
+        parser.error(f"nothing to drain: --drain must be at least 1, --messages above {through_sdk + 1}")
 
     work = Path(tempfile.mkdtemp(prefix="sbfed-backlog-")) if args.keep is None else args.keep
     try:
