@@ -57,6 +57,8 @@ from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import EngineThread
 from local_broker.wire.amqp.sasl import HANDSHAKE_TIMEOUT_S, SaslListener
 from local_broker.wire.amqp.streams import Layers
+from local_broker.wire.rest.api import MessagingApi
+from local_broker.wire.rest.heads import HeadRequests
 from topology import NamespaceSpec, Topology, add_check, load, parse
 
 log = logging.getLogger("local_broker.server")
@@ -343,7 +345,10 @@ class BrokerServer:
                             connections=lambda: ConnectionCounts(endpoint.open_connections,
                                                                  endpoint.connections_opened,
                                                                  endpoint.connections_closed),
-                            requests=endpoint.requests)
+                            requests=endpoint.requests,
+                            messaging=MessagingApi(spec.name, auth, faults,
+                                                   lambda fn: self.thread.call(fn, participant=endpoint),
+                                                   HeadRequests(engine, self.thread, endpoint)))
         self._admins.append(admin)
         self.namespaces[spec.name] = HostedNamespace(
             name=spec.name, host=self.host, amqp_port=listeners["amqp_port"].port,

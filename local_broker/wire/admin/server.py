@@ -32,6 +32,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,8 @@ from local_broker.wire.admin.operations import (
     parse_target,
 )
 from local_broker.wire.amqp.tally import Requests
+from local_broker.wire.rest.api import MessagingApi, route
+from local_broker.wire.rest.heads import Parked
 
 log = logging.getLogger("local_broker.admin")
 
@@ -82,6 +85,7 @@ class _Server(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
+        self.parked_requests: set[Any] = set()  # sockets whose request waits for a parked answer
         super().__init__(address, _Handler)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
@@ -97,16 +101,55 @@ class _Server(ThreadingHTTPServer):
         except (OSError, ssl.SSLError) as exc:  # a client that rejects our certificate, or went away
             log.debug("connection from %s failed before its first request: %s", client_address, exc)
             return
+        self._serve_connection(request, connection, client_address, None)
+
+    def _serve_connection(self, request: Any, connection: socket.socket, client_address: Any,
+                          resumed: _Resumed | None) -> bool:
+        """Serve requests on `connection` until it closes (False), or until one is parked, a long poll
+        (True): the connection is then left open as it is and this thread ends; `resume` serves it on
+        once the answer is ready, on a thread of its own. A parked connection holds no thread."""
         with self.connections_lock:
             self.connections.add(connection)
+        handler = None
         try:
             connection.settimeout(IDLE_TIMEOUT)
-            self.RequestHandlerClass(connection, client_address, self)
+            handler = self.RequestHandlerClass(connection, client_address, self, resumed)
         finally:
-            with self.connections_lock:
-                self.connections.discard(connection)
-            if connection is not request:
-                connection.close()
+            parked = handler is not None and handler.parked is not None
+            if parked:
+                if resumed is None:  # the request thread's `shutdown_request` comes next: it must not close
+                    self.parked_requests.add(request)
+                meta = handler.parked_request  # type: ignore[union-attr]
+                handler.parked.when_settled(  # type: ignore[union-attr]
+                    lambda answer: self.resume(request, connection, client_address, _Resumed(answer, *meta)))
+            else:
+                with self.connections_lock:
+                    self.connections.discard(connection)
+                if connection is not request:
+                    connection.close()
+        return parked
+
+    def resume(self, request: Any, connection: socket.socket, client_address: Any, resumed: _Resumed) -> None:
+        """A parked request's answer is ready (called on the reactor): a thread writes it and serves on."""
+        threading.Thread(target=self._resumed, args=(request, connection, client_address, resumed),
+                         daemon=True, name="admin-resumed").start()
+
+    def _resumed(self, request: Any, connection: socket.socket, client_address: Any,
+                 resumed: _Resumed) -> None:
+        parked = False
+        try:
+            parked = self._serve_connection(request, connection, client_address, resumed)
+        except Exception:
+            self.handle_error(request, client_address)
+        if not parked:
+            super().shutdown_request(request)
+
+    def shutdown_request(self, request: Any) -> None:
+        """The request thread of a parked request leaves its socket open (the answer comes later)."""
+        if request in self.parked_requests:
+            self.parked_requests.discard(request)
+            return
+        super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("error serving %s", client_address, exc_info=True)
@@ -131,9 +174,39 @@ def _too_large() -> _BadBody:
     return _BadBody(413, f"The request body is larger than the {atom.MAX_BODY_BYTES} bytes allowed.")
 
 
+@dataclass(frozen=True)
+class _Resumed:
+    """A parked request's answer, with what its handler knew of the request to write it."""
+
+    answer: AdminResponse
+    command: str
+    requestline: str
+    request_version: str
+    close_connection: bool
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def __init__(self, request: Any, client_address: Any, server: _Server, resumed: _Resumed | None) -> None:
+        self.resumed = resumed
+        self.parked: Parked | None = None  # set when a request is parked: the connection is handed over
+        self.parked_request: tuple[str, str, str, bool] = ("", "", "", True)
+        super().__init__(request, client_address, server)
+
+    def handle(self) -> None:
+        """Serve requests until the connection closes or one is parked; a resumed connection first gets
+        the answer of the request that was parked on it."""
+        resumed = self.resumed
+        if resumed is not None:
+            self.command, self.requestline = resumed.command, resumed.requestline
+            self.request_version, self.close_connection = resumed.request_version, resumed.close_connection
+            answer = resumed.answer
+            self._send(answer.status, answer.body, answer.content_type, answer.headers)
+            if self.close_connection:
+                return
+        super().handle()
 
     def do_GET(self) -> None:
         self._serve()
@@ -176,6 +249,12 @@ class _Handler(BaseHTTPRequestHandler):
         answer = self.server.admin.respond(self.command, self.path, dict(self.headers.items()), body,
                                            "https" if isinstance(self.connection, ssl.SSLSocket) else "http",
                                            peer=self.client_address[0])
+        if isinstance(answer, Parked):
+            self.parked = answer
+            self.parked_request = (self.command, self.requestline, self.request_version,
+                                   self.close_connection)
+            self.close_connection = True  # this handler stops here; the connection stays open (see _Server)
+            return
         self._send(answer.status, answer.body, answer.content_type, answer.headers)
 
     def _read_body(self) -> bytes:
@@ -240,9 +319,9 @@ class AdminServer:
                  clock: Callable[[], float] = time.time, health: Callable[[], list[str]] = list,
                  connections: Callable[[], metrics.ConnectionCounts] = (
                      lambda: metrics.ConnectionCounts(0, 0, 0)),
-                 requests: Requests | None = None) -> None:
+                 requests: Requests | None = None, messaging: MessagingApi | None = None) -> None:
         """`connections`, `requests`: the namespace's AMQP connections and requests (its endpoint's), for
-        /metrics."""
+        /metrics. `messaging`: the REST messaging routes (wire/rest), None to serve management only."""
         self.namespace_name = namespace_name
         self.auth = auth
         self.faults = faults
@@ -250,6 +329,7 @@ class AdminServer:
         self.health = health  # what keeps the namespace from serving fully (empty: nothing)
         self.connections = connections
         self.requests = requests or Requests()
+        self.messaging = messaging
         self.run_on_engine = run_on_engine
         self.tls_context = Certificate(Path(cert_path), Path(key_path)).server_context()
         self.operations = Operations(namespace_name, run_on_engine)
@@ -284,11 +364,17 @@ class AdminServer:
     # --- one request ------------------------------------------------------------------------------
 
     def respond(self, method: str, raw_path: str, headers: dict[str, str], body: bytes,
-                scheme: str, peer: str = "") -> AdminResponse:
-        """The answer to one request (`peer`: the client's address); never raises."""
+                scheme: str, peer: str = "") -> AdminResponse | Parked:
+        """The answer to one request (`peer`: the client's address); never raises. A long poll of the
+        messaging routes may answer later (`Parked`)."""
         parts = urlsplit(raw_path)
         segments = [unquote(s) for s in parts.path.split("/") if s]
         lowered = {k.lower(): v for k, v in headers.items()}
+        messaging = None if self.messaging is None else route(method, segments)
+        if messaging is not None:
+            host = lowered.get("host") or f"{self._address[0]}:{self._address[1]}"
+            return self.messaging.respond(messaging, dict(parse_qsl(parts.query)), headers, body,  # type: ignore[union-attr]
+                                          f"{scheme}://{host}")
         if [s.lower() for s in segments] == ["health"] and method == "GET":
             return self._health()
         is_control = bool(segments) and segments[0].lower() == CONTROL_PREFIX
