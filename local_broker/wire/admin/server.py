@@ -78,6 +78,7 @@ BEARER = "Bearer "
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 1024  # the listen backlog: long-poll clients connect by the hundred at once
 
     def __init__(self, address: tuple[str, int], admin: AdminServer) -> None:
         self.admin = admin
