@@ -28,7 +28,7 @@ def last_json(output: str) -> dict:
 
 
 SMOKED = {"engine.py", "partitions.py", "rules.py", "wire.py", "amqp_compare.py", "replicate.py",
-          "reconcile.py", "backlog.py", "connection_churn.py"}
+          "reconcile.py", "backlog.py", "connection_churn.py", "rest.py"}
 
 
 def test_every_bench_script_has_a_smoke_run_here():
@@ -72,6 +72,12 @@ def test_wire():
     phases = [r["phase"] for r in last_json(out)["results"]]
     assert phases == ["batch send", "peek-lock receive+complete",
                       "batch send (AMQPS)", "peek-lock receive+complete (AMQPS)"]
+
+
+def test_rest():
+    out = bench("rest.py", "--messages", "120", "--connections", "2", "--batch", "25")
+    phases = [r["phase"] for r in last_json(out)["results"]]
+    assert phases == ["REST send", "REST peek-lock+complete", "REST batch send (25)"]
 
 
 def test_amqp_compare_against_sbfed():
