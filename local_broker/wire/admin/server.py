@@ -93,7 +93,7 @@ class _Server(ThreadingHTTPServer):
         """Sniff TLS vs plain HTTP on the connection's first byte, then serve it."""
         connection: socket.socket = request
         try:
-            # Headers and body leave in separate writes; without NODELAY, Nagle + delayed ACK add ~40 ms.
+            # An answer right after a small write waits for its ACK without NODELAY (Nagle): ~40 ms.
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection.settimeout(HANDSHAKE_TIMEOUT)
             first = connection.recv(1, socket.MSG_PEEK)
@@ -308,8 +308,8 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self._headers_buffer.append(b"\r\n" + payload)  # end_headers, with the body in the same write
+        self.flush_headers()
 
 
 class AdminServer:
