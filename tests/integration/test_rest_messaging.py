@@ -28,7 +28,7 @@ from topology import parse
 ROOT_KEY = "cm9vdC1rZXktZm9yLXJlc3Q="
 LISTEN_KEY, SEND_KEY = "bGlzdGVuLXJlc3Q=", "c2VuZC1yZXN0"
 QUEUES = ["basic", "batch", "settle", "lost", "timeout", "large", "down", "polls", "from-rest", "from-amqp",
-          "tls", "rights"]
+          "tls", "rights", "left"]
 TOPOLOGY = {"namespaces": {"rest": {
     "policies": {
         "RootManageSharedAccessKey": {"key": ROOT_KEY, "rights": ["Manage", "Send", "Listen"]},
@@ -220,6 +220,22 @@ def test_dead_lettering_at_max_delivery_count_is_shared_with_amqp(rest) -> None:
     assert rest("POST", "/dlq/messages/head?timeout=0")[0] == 204
     status, headers, body = rest("DELETE", "/dlq/$DeadLetterQueue/messages/head?timeout=5")
     assert (status, body, headers["DeadLetterReason"]) == (200, b"poison", '"MaxDeliveryCountExceeded"')
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_a_client_that_left_its_long_poll_takes_no_message(broker, rest, tls) -> None:
+    heads = broker._admins[0].messaging.heads
+    client = socket.create_connection(("127.0.0.1", rest.port))
+    if tls:
+        context = ssl.create_default_context(cafile=broker.cert_path)
+        client = context.wrap_socket(client, server_hostname="localhost")
+    client.sendall(f"DELETE /left/messages/head?timeout=30 HTTP/1.1\r\nHost: localhost\r\n"
+                   f"Authorization: {rest.token()}\r\n\r\n".encode())
+    _wait(lambda: broker.thread.call(lambda: heads.parked) == 1)
+    client.close()  # gone before any message: a receive-and-delete for it would lose the message
+    assert rest("POST", "/left/messages", b"kept")[0] == 201
+    assert rest("DELETE", "/left/messages/head?timeout=5")[2] == b"kept"
+    assert broker.thread.call(lambda: heads.parked) == 0
 
 
 # --- refusals ---------------------------------------------------------------------------------------------

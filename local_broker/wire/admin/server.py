@@ -27,6 +27,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import select
 import socket
 import ssl
 import threading
@@ -247,9 +248,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send(exc.status, atom.render_error(exc.status, str(exc)), atom.ERROR_CONTENT_TYPE)
             return
+        connection = self.connection
         answer = self.server.admin.respond(self.command, self.path, dict(self.headers.items()), body,
-                                           "https" if isinstance(self.connection, ssl.SSLSocket) else "http",
-                                           peer=self.client_address[0])
+                                           "https" if isinstance(connection, ssl.SSLSocket) else "http",
+                                           peer=self.client_address[0],
+                                           connection_open=lambda: _still_open(connection))
         if isinstance(answer, Parked):
             self.parked = answer
             self.parked_request = (self.command, self.requestline, self.request_version,
@@ -365,9 +368,10 @@ class AdminServer:
     # --- one request ------------------------------------------------------------------------------
 
     def respond(self, method: str, raw_path: str, headers: dict[str, str], body: bytes,
-                scheme: str, peer: str = "") -> AdminResponse | Parked:
+                scheme: str, peer: str = "", connection_open: Callable[[], bool] = lambda: True
+                ) -> AdminResponse | Parked:
         """The answer to one request (`peer`: the client's address); never raises. A long poll of the
-        messaging routes may answer later (`Parked`)."""
+        messaging routes may answer later (`Parked`), until then asking `connection_open()`."""
         parts = urlsplit(raw_path)
         segments = [unquote(s) for s in parts.path.split("/") if s]
         lowered = {k.lower(): v for k, v in headers.items()}
@@ -375,7 +379,7 @@ class AdminServer:
         if messaging is not None:
             host = lowered.get("host") or f"{self._address[0]}:{self._address[1]}"
             return self.messaging.respond(messaging, dict(parse_qsl(parts.query)), headers, body,  # type: ignore[union-attr]
-                                          f"{scheme}://{host}")
+                                          f"{scheme}://{host}", connection_open)
         if [s.lower() for s in segments] == ["health"] and method == "GET":
             return self._health()
         is_control = bool(segments) and segments[0].lower() == CONTROL_PREFIX
@@ -461,6 +465,25 @@ class AdminServer:
                                         f"with a token for '{destination}'.")
             if destination:
                 self._verify(headers[header.lower()]).require(destination, MANAGE)
+
+
+def _still_open(connection: socket.socket) -> bool:
+    """Whether the client of a parked request still waits (asked on the reactor: never blocks). It has left
+    when it closed the connection, or, over TLS, sent anything (its close_notify; an HTTP/1.1 client sends
+    nothing else before its answer)."""
+    poll = select.poll()
+    try:
+        poll.register(connection.fileno(), select.POLLIN)
+    except (OSError, ValueError):  # closed here already
+        return False
+    if not poll.poll(0):
+        return True
+    if isinstance(connection, ssl.SSLSocket):
+        return False
+    try:
+        return connection.recv(1, socket.MSG_PEEK) != b""  # readable: b"" is the client's close
+    except OSError:
+        return False
 
 
 def _loopback(peer: str) -> bool:

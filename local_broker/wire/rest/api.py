@@ -99,8 +99,9 @@ class MessagingApi:
         faults.on_change(self._on_fault_change)
 
     def respond(self, request: Route, query: dict[str, str], headers: dict[str, str], body: bytes,
-                base_url: str) -> Answer | Parked:
-        """The answer (or, for a long poll, a `Parked` answer to come); never raises."""
+                base_url: str, connection_open: Callable[[], bool] = lambda: True) -> Answer | Parked:
+        """The answer (or, for a long poll, a `Parked` answer to come); never raises.
+        `connection_open()`: whether the client still waits (see `Parked`)."""
         try:
             state = self.faults.state
             if state.namespace_down is not None:
@@ -112,7 +113,8 @@ class MessagingApi:
             if request.operation == "send":
                 return self._send(request.entity, headers, body)
             if request.operation in ("peek_lock", "receive_and_delete"):
-                return self._head(request, query, f"{base_url}/{quote(request.entity)}/{MESSAGES}")
+                return self._head(request, query, f"{base_url}/{quote(request.entity)}/{MESSAGES}",
+                                  connection_open)
             return self._settle(request)
         except BrokerError as exc:
             return error_answer(exc)
@@ -147,16 +149,17 @@ class MessagingApi:
         self.call(lambda: self.ns.send(entity, batch))  # a scheduled one waits for its time there
         return Answer(201, b"", XML)
 
-    def _head(self, request: Route, query: dict[str, str], lock_path: str) -> Answer | Parked:
+    def _head(self, request: Route, query: dict[str, str], lock_path: str,
+              connection_open: Callable[[], bool]) -> Answer | Parked:
         timeout = _timeout(query.get("timeout"))
         peek_lock = request.operation == "peek_lock"
         mode = ReceiveMode.PEEK_LOCK if peek_lock else ReceiveMode.RECEIVE_AND_DELETE
-        parked = Parked()
+        parked = Parked(connection_open)
 
         def finish(outcome: Outcome) -> None:  # on the reactor, after the commit
             parked.settle(self._head_answer(outcome, peek_lock, lock_path))
 
-        taken = self.call(lambda: self.heads.take(request.entity, mode, timeout, finish))
+        taken = self.call(lambda: self.heads.take(request.entity, mode, timeout, finish, parked))
         if taken is not None:
             return self._head_answer(taken, peek_lock, lock_path)
         return parked if timeout > 0 else Answer(204, b"")

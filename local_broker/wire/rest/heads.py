@@ -28,10 +28,12 @@ class Parked:
     """The hand-over of a parked request's answer: the reactor `settle`s it, the HTTP side says
     `when_settled` how to deliver it; whichever comes second delivers (they race)."""
 
-    def __init__(self) -> None:
+    def __init__(self, connection_open: Callable[[], bool]) -> None:
+        """`connection_open()`: whether the client still waits (asked on the reactor; must not block)."""
         self._lock = threading.Lock()
         self._answer: Any = None
         self._deliver: Callable[[Any], None] | None = None
+        self.connection_open = connection_open
 
     def settle(self, answer: Any) -> None:
         with self._lock:
@@ -51,6 +53,7 @@ class Waiter:
     path: str  # canonical, as `on_available` names it
     mode: ReceiveMode
     finish: Callable[[Outcome], None]  # runs on the reactor once the outcome is committed
+    parked: Parked
     done: bool = field(default=False)
 
 
@@ -73,15 +76,15 @@ class HeadRequests:
     def parked(self) -> int:
         return sum(len(q) for q in self.waiting.values())
 
-    def take(self, path: str, mode: ReceiveMode, timeout: float,
-             finish: Callable[[Outcome], None]) -> Message | None:
+    def take(self, path: str, mode: ReceiveMode, timeout: float, finish: Callable[[Outcome], None],
+             parked: Parked) -> Message | None:
         """The head message now, else None; with a timeout, `finish` gets the outcome later instead
         (then this returns None and the request is parked)."""
         got = self.ns.receive(path, 1, mode)
         if got:
             return got[0]
         if timeout > 0:
-            waiter = Waiter(self.ns.resolve(path), mode, finish)
+            waiter = Waiter(self.ns.resolve(path), mode, finish, parked)
             self.waiting[waiter.path].append(waiter)
             self.thread.later(timeout, lambda: self._expire(waiter))
         return None
@@ -117,6 +120,11 @@ class HeadRequests:
             queue = self.waiting.get(path)
             while queue:
                 waiter = queue[0]
+                if not waiter.parked.connection_open():  # its client left: no message is taken for it
+                    queue.popleft()
+                    waiter.done = True
+                    waiter.finish(None)  # the answer finds the connection closed and closes it too
+                    continue
                 try:
                     got = self.ns.receive(path, 1, waiter.mode)
                 except BrokerError as exc:
