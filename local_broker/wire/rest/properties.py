@@ -200,8 +200,8 @@ def batch_from(payload: bytes) -> list[Message]:
     for position, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("Body", ""), str):
             raise ArgumentError(f"Batch message {position} must be an object whose Body is a string.")
-        broker = item.get("BrokerProperties") or {}
-        user = item.get("UserProperties") or {}
+        broker = {} if item.get("BrokerProperties") is None else item["BrokerProperties"]
+        user = {} if item.get("UserProperties") is None else item["UserProperties"]
         if not isinstance(broker, dict) or not isinstance(user, dict):
             raise ArgumentError(f"Batch message {position}: BrokerProperties and UserProperties must be "
                                 "objects.")
