@@ -103,8 +103,8 @@ def test_received_message_headers() -> None:
     props = json.loads(headers.pop("BrokerProperties"))
     assert props == {"DeliveryCount": 2, "EnqueuedSequenceNumber": 7, "SequenceNumber": 7, "State": "Active",
                      "EnqueuedTimeUtc": "Mon, 12 Jan 1970 13:46:40 GMT",
-                     "TimeToLive": properties.MAX_TIME_TO_LIVE, "MessageId": "m-1", "Label": "M1", "LockToken": str(TOKEN),
-                     "LockedUntilUtc": "Mon, 12 Jan 1970 13:47:40 GMT"}
+                     "TimeToLive": properties.MAX_TIME_TO_LIVE, "MessageId": "m-1", "Label": "M1",
+                     "LockToken": str(TOKEN), "LockedUntilUtc": "Mon, 12 Jan 1970 13:47:40 GMT"}
     assert headers == {"Priority": '"High"', "Location": f"http://h/q/messages/m-1/{TOKEN}"}
     assert "LockToken" not in json.loads(properties.response_headers(m, None)["BrokerProperties"])
 
