@@ -15,7 +15,7 @@ import ssl
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import pytest
@@ -28,7 +28,7 @@ from topology import parse
 ROOT_KEY = "cm9vdC1rZXktZm9yLXJlc3Q="
 LISTEN_KEY, SEND_KEY = "bGlzdGVuLXJlc3Q=", "c2VuZC1yZXN0"
 QUEUES = ["basic", "batch", "settle", "lost", "timeout", "large", "down", "polls", "from-rest", "from-amqp",
-          "tls", "rights", "left"]
+          "tls", "rights", "left", "scheduled"]
 TOPOLOGY = {"namespaces": {"rest": {
     "policies": {
         "RootManageSharedAccessKey": {"key": ROOT_KEY, "rights": ["Manage", "Send", "Listen"]},
@@ -357,6 +357,17 @@ def test_a_rest_lock_is_settled_over_amqp_and_the_other_way(rest, sdk) -> None:
         (message,) = receiver.receive_messages(max_wait_time=5)
         assert rest("POST", "/from-amqp/messages/head?timeout=0")[0] == 204  # locked by the SDK
         receiver.complete_message(message)
+
+
+def test_a_scheduled_rest_message_waits_for_its_time(rest, sdk) -> None:
+    when = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+    stamp = format_datetime(when, usegmt=True)
+    assert rest("POST", "/scheduled/messages", b"later",
+                BrokerProperties=json.dumps({"ScheduledEnqueueTimeUtc": stamp}))[0] == 201
+    assert rest("POST", "/scheduled/messages/head?timeout=0")[0] == 204
+    with sdk.get_queue_receiver("scheduled") as receiver:
+        (peeked,) = receiver.peek_messages(1)
+        assert (b"".join(peeked.body), peeked.scheduled_enqueue_time_utc) == (b"later", when)
 
 
 def test_a_session_id_sent_over_rest_reaches_a_session_receiver(rest, sdk) -> None:
