@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import resource
 import selectors
 import socket
 import ssl
@@ -382,6 +383,10 @@ def test_a_session_id_sent_over_rest_reaches_a_session_receiver(rest, sdk) -> No
 
 def test_a_thousand_long_polls_are_parked_without_a_thread_each(broker, rest) -> None:
     polls = 1000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # both ends of each poll are in this process
+    assert hard >= 3 * polls, f"1,000 polls need {3 * polls} open files here; the hard limit is {hard}"
+    if soft < 4 * polls:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4 * polls), hard))
     heads = broker._admins[0].messaging.heads
     before = threading.active_count()
     request = (f"POST /polls/messages/head?timeout=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
