@@ -11,8 +11,10 @@ import http.client
 import json
 import resource
 import selectors
+import shutil
 import socket
 import ssl
+import subprocess
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -26,10 +28,11 @@ from local_broker.auth import generate_sas_token
 from local_broker.server import BrokerServer
 from topology import parse
 
+CURL = shutil.which("curl") or "curl"  # Debian's, on the machines that run these tests
 ROOT_KEY = "cm9vdC1rZXktZm9yLXJlc3Q="
 LISTEN_KEY, SEND_KEY = "bGlzdGVuLXJlc3Q=", "c2VuZC1yZXN0"
 QUEUES = ["basic", "batch", "settle", "lost", "timeout", "large", "down", "polls", "from-rest", "from-amqp",
-          "tls", "rights", "left", "scheduled"]
+          "tls", "rights", "left", "scheduled", "curl"]
 TOPOLOGY = {"namespaces": {"rest": {
     "policies": {
         "RootManageSharedAccessKey": {"key": ROOT_KEY, "rights": ["Manage", "Send", "Listen"]},
@@ -199,6 +202,33 @@ def test_https_on_the_same_port(broker) -> None:
     status, headers, body = https("POST", "/tls/messages/head?timeout=5")
     assert (status, body) == (201, b"secure") and headers["Location"].startswith("https://localhost:")
     assert https("DELETE", lock_path(headers))[0] == 200
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_curl_as_the_docs_use_it(broker, scheme) -> None:
+    """curl (libcurl and OpenSSL: a client independent of Python's), the broker's certificate verified."""
+    port = broker.namespaces["rest"].admin_port
+    token = Rest(broker, tls=scheme == "https").token()
+    base = f"{scheme}://localhost:{port}/curl/messages"
+
+    def curl(method: str, url: str, *options: str) -> tuple[int, dict[str, str], bytes]:
+        done = subprocess.run([CURL, "-s", "-i", "--cacert", broker.cert_path, "-X", method, url,
+                               "-H", f"Authorization: {token}", *options], capture_output=True, timeout=30)
+        head, _, body = done.stdout.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode().split("\r\n")
+        return int(status_line.split()[1]), dict(line.split(": ", 1) for line in lines), body
+
+    status, _, _ = curl("POST", base, "-H", 'BrokerProperties: {"Label": "M1", "MessageId": "m-1"}',
+                        "-H", 'Priority: "High"', "-H", "Count: 7", "-H", "Content-Type: text/plain",
+                        "--data-binary", "This is a message.")
+    assert status == 201
+    status, headers, body = curl("POST", f"{base}/head?timeout=10", "-H", "Content-Length: 0")
+    assert (status, body) == (201, b"This is a message.")
+    assert (headers["Priority"], headers["Count"]) == ('"High"', "7")
+    assert headers["Location"].startswith(f"{scheme}://localhost:{port}/curl/messages/m-1/")
+    assert curl("POST", headers["Location"], "-H", "Content-Length: 0")[0] == 200
+    assert curl("DELETE", headers["Location"])[0] == 200
+    assert curl("DELETE", f"{base}/head?timeout=0")[0] == 204
 
 
 def test_subscriptions_receive_what_their_rules_let_through(rest) -> None:
