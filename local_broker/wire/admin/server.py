@@ -1,4 +1,5 @@
-"""The HTTPS management endpoint of one namespace: Service Bus ATOM API, control API and `/health`.
+"""The HTTPS management endpoint of one namespace: Service Bus ATOM API, control API and `/health`, and
+Service Bus's REST messaging (`messaging`, local_broker/wire/rest: `.../messages...` routes).
 
 Construction (by `local_broker.server`, one per namespace):
 
@@ -7,7 +8,8 @@ Construction (by `local_broker.server`, one per namespace):
     server.port             # the bound port
     server.stop()           # stops accepting and closes open connections
 
-* `auth`: `local_broker.auth.NamespaceAuth`; every route but `/health` needs a SAS token with Manage.
+* `auth`: `local_broker.auth.NamespaceAuth`; every route but `/health` needs a SAS token with Manage (the
+  messaging routes: Send or Listen).
 * `run_on_engine(fn)`: runs `fn(namespace)` on the thread that owns the engine and returns its result
   (re-raising its exception). Each request makes one such call.
 * `console`: the web console (`local_broker.console`) at `/` and `/$console/...`; it signs users in with a
