@@ -15,7 +15,7 @@ entity. Errors are the engine's, with its HTTP status, in Service Bus's `<Error>
 namespace is down by fault injection. The message lock is found by its token (the id segment of the
 path is what Location says, and is not otherwise needed). Sessions: a message carries its SessionId
 (BrokerProperties) on send; receiving from a session-enabled entity is refused here as on AMQP without a
-session filter, since Service Bus's REST receive has no way to name a session.
+session filter: Service Bus's REST API has no session receivers (nor dead-lettering or deferral by lock).
 """
 
 from __future__ import annotations
