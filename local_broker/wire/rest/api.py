@@ -124,7 +124,8 @@ class MessagingApi:
 
     def _verify(self, token: str | None) -> Any:
         """The token's claim. A verified token is kept until it expires: a client signs one and sends it
-        with every request, and checking its signature (HMAC, query parsing) takes ~70 us, a third of a request."""
+        with every request, and checking its signature (HMAC, query parsing) takes ~70 us, a third of a
+        request."""
         if not token:
             raise UnauthorizedError("MissingToken: The request has no Authorization header with a "
                                     "SharedAccessSignature token.")
