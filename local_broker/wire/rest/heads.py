@@ -90,7 +90,8 @@ class HeadRequests:
         return None
 
     def _on_available(self, path: str) -> None:
-        self.ready_paths.add(path)
+        if self.waiting:  # nothing to note while no request waits (AMQP's hot path calls this per send)
+            self.ready_paths.add(path)
 
     def _expire(self, waiter: Waiter) -> None:
         if waiter.done:
