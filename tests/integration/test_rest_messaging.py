@@ -304,6 +304,12 @@ def test_bad_requests_and_missing_entities(rest) -> None:
     assert status == 400 and b"session" in body.lower()
 
 
+def test_console_and_control_paths_are_not_messaging_routes(rest) -> None:
+    for path in ("/$console/entity/q/messages", "/$control/q/messages"):
+        status, headers, _ = rest("POST", path, b"x")
+        assert status != 201 and headers["Content-Type"] != "application/xml; charset=utf-8", path
+
+
 def test_a_message_over_the_entity_limit_is_413(rest) -> None:
     status, _, body = rest("POST", "/large/messages", b"x" * (300 * 1024))  # the queue takes 256 KB
     assert status == 413 and b"<Error><Code>413</Code>" in body

@@ -377,14 +377,15 @@ class AdminServer:
         parts = urlsplit(raw_path)
         segments = [unquote(s) for s in parts.path.split("/") if s]
         lowered = {k.lower(): v for k, v in headers.items()}
-        messaging = None if self.messaging is None else route(method, segments)
+        is_control = bool(segments) and segments[0].lower() == CONTROL_PREFIX
+        messaging = (None if self.messaging is None or is_control or Console.serves(segments)
+                     else route(method, segments))
         if messaging is not None:
             host = lowered.get("host") or f"{self._address[0]}:{self._address[1]}"
             return self.messaging.respond(messaging, dict(parse_qsl(parts.query)), headers, body,  # type: ignore[union-attr]
                                           f"{scheme}://{host}", connection_open)
         if [s.lower() for s in segments] == ["health"] and method == "GET":
             return self._health()
-        is_control = bool(segments) and segments[0].lower() == CONTROL_PREFIX
         try:
             if Console.serves(segments):  # the web console authenticates by its own session cookie
                 page = self.console.respond(method, segments, parts.query, lowered, body, scheme == "https")
