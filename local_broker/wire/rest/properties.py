@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -42,6 +43,9 @@ HTTP_HEADERS = frozenset({
     "expect", "forwarded", "host", "keep-alive", "origin", "pragma", "proxy-authorization", "referer", "te",
     "trailer", "transfer-encoding", "upgrade", "user-agent", "via",
 })
+_INTEGER = re.compile(r"-?\d+")  # a long (AMQP's signed 64 bits); past that, a double
+_DECIMAL = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?")  # a double ("nan", "1_0" are text)
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _STATES = {MessageState.ACTIVE: "Active", MessageState.DEFERRED: "Deferred",
            MessageState.SCHEDULED: "Scheduled"}
 
@@ -131,11 +135,10 @@ def read_custom(text: str) -> Any:
             return inner
     if text in ("true", "false"):
         return text == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
+    if _INTEGER.fullmatch(text) and _LONG_MIN <= int(text) <= _LONG_MAX:
+        return int(text)
+    if _DECIMAL.fullmatch(text):
+        return float(text)
     return text
 
 
@@ -205,8 +208,9 @@ def batch_from(payload: bytes) -> list[Message]:
         if not isinstance(broker, dict) or not isinstance(user, dict):
             raise ArgumentError(f"Batch message {position}: BrokerProperties and UserProperties must be "
                                 "objects.")
-        if any(isinstance(v, dict | list) for v in user.values()):
-            raise ArgumentError(f"Batch message {position}: a UserProperties value must be a string, number, "
-                                "boolean or null.")
+        if any(isinstance(v, dict | list) or (isinstance(v, int) and not _LONG_MIN <= v <= _LONG_MAX)
+               for v in user.values()):
+            raise ArgumentError(f"Batch message {position}: a UserProperties value must be a string, number "
+                                "(a whole one within 64 bits), boolean or null.")
         out.append(message_from(item.get("Body", "").encode(), broker, user, None))
     return out

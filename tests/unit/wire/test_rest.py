@@ -44,7 +44,8 @@ def test_routes(method, path, expected) -> None:
     ('"High"', "High"), ("High", "High"), ('"say \\"hi\\""', 'say "hi"'), ("42", 42), ("-3", -3),
     ("2.5", 2.5), ("true", True), ("false", False), ('"12345,ABC"', "12345,ABC"),
     ('"Sun, 06 Nov 1994 08:49:37 GMT"', datetime(1994, 11, 6, 8, 49, 37, tzinfo=UTC)),
-    ('"not a date GMT"', "not a date GMT"),
+    ('"not a date GMT"', "not a date GMT"), ("1e3", 1000.0), (".5", 0.5), ("nan", "nan"), ("1_000", "1_000"),
+    ("Infinity", "Infinity"), ("99999999999999999999", 1e20),  # past a long: a double
 ])
 def test_custom_property_values_read_by_their_quoting(header, value) -> None:
     assert properties.read_custom(header) == value
@@ -87,7 +88,8 @@ def test_wrongly_typed_broker_properties_are_argument_errors(bad) -> None:
 
 
 @pytest.mark.parametrize("body", [b"{", b"{}", b"[]", b'[{"Body": 1}]', b'[{"UserProperties": {"a": [1]}}]',
-                                  b'[{"BrokerProperties": []}]'])
+                                  b'[{"BrokerProperties": []}]',
+                                  b'[{"UserProperties": {"a": 99999999999999999999}}]'])
 def test_bad_batches_are_argument_errors(body) -> None:
     with pytest.raises(ArgumentError):
         properties.batch_from(body)
