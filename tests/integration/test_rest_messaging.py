@@ -185,6 +185,24 @@ def test_a_long_poll_with_nothing_there_answers_204_after_its_timeout(rest) -> N
     assert rest("DELETE", "/timeout/messages/head?timeout=0")[0] == 204
 
 
+def test_a_connection_serves_on_after_its_long_poll(rest) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", rest.port, timeout=30)
+    try:
+        sockets = []
+        for path in ("/timeout/messages/head?timeout=1", "/timeout/messages/head?timeout=0"):
+            connection.request("POST", path, headers={"Authorization": rest.token()})
+            response = connection.getresponse()
+            assert (response.status, response.read()) == (204, b"")
+            sockets.append(connection.sock)
+        connection.request("POST", "/timeout/messages", body=b"same connection",
+                           headers={"Authorization": rest.token()})
+        assert connection.getresponse().status == 201
+        assert sockets == [connection.sock] * 2  # one connection throughout (http.client would reconnect)
+    finally:
+        connection.close()
+    assert rest("DELETE", "/timeout/messages/head?timeout=5")[2] == b"same connection"
+
+
 def test_a_long_poll_gets_a_message_sent_while_it_waits(rest) -> None:
     result = {}
     poll = _in_background(result, rest, "POST", "/timeout/messages/head?timeout=30")
@@ -201,6 +219,15 @@ def test_https_on_the_same_port(broker) -> None:
     assert https("POST", "/tls/messages", b"secure")[0] == 201
     status, headers, body = https("POST", "/tls/messages/head?timeout=5")
     assert (status, body) == (201, b"secure") and headers["Location"].startswith("https://localhost:")
+    assert https("DELETE", lock_path(headers))[0] == 200
+    result = {}
+    poll = _in_background(result, https, "POST", "/tls/messages/head?timeout=30")  # parked over TLS
+    heads = broker._admins[0].messaging.heads
+    _wait(lambda: broker.thread.call(lambda: heads.parked) == 1)
+    assert https("POST", "/tls/messages", b"while parked")[0] == 201
+    poll.join(10)
+    status, headers, body = result["answer"]
+    assert (status, body) == (201, b"while parked")
     assert https("DELETE", lock_path(headers))[0] == 200
 
 
