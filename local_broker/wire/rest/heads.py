@@ -55,6 +55,12 @@ class Waiter:
     finish: Callable[[Outcome], None]  # runs on the reactor once the outcome is committed
     parked: Parked
     done: bool = field(default=False)
+    timer: Any = None  # the loop's Timer of its timeout, cancelled once it is answered
+
+    def answered(self) -> None:
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()  # a loop under many polls would hold every answered one's timer else
 
 
 class HeadRequests:
@@ -86,7 +92,7 @@ class HeadRequests:
         if timeout > 0:
             waiter = Waiter(self.ns.resolve(path), mode, finish, parked)
             self.waiting[waiter.path].append(waiter)
-            self.thread.later(timeout, lambda: self._expire(waiter))
+            waiter.timer = self.thread.loop.schedule(timeout, lambda: self._expire(waiter))
         return None
 
     def _on_available(self, path: str) -> None:
@@ -109,7 +115,7 @@ class HeadRequests:
         waiting, self.waiting = self.waiting, defaultdict(deque)
         for queue in waiting.values():
             for waiter in queue:
-                waiter.done = True
+                waiter.answered()
                 waiter.finish(error)
 
     # --- turn participation (wire/amqp/reactor.py) ----------------------------------------------------
@@ -123,7 +129,7 @@ class HeadRequests:
                 waiter = queue[0]
                 if not waiter.parked.connection_open():  # its client left: no message is taken for it
                     queue.popleft()
-                    waiter.done = True
+                    waiter.answered()
                     waiter.finish(None)  # the answer finds the connection closed and closes it too
                     continue
                 try:
@@ -133,7 +139,7 @@ class HeadRequests:
                 if not got:
                     break
                 queue.popleft()
-                waiter.done = True
+                waiter.answered()
                 self.thread.turn.rearm = True  # a new lock to watch
                 outcome = got if isinstance(got, BrokerError) else got[0]
                 self.thread.after_commit.append(lambda w=waiter, o=outcome: w.finish(self._committed(o)))

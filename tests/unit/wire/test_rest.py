@@ -113,17 +113,27 @@ def test_received_message_headers() -> None:
 
 # --- parked head requests -------------------------------------------------------------------------------
 
+class Timer:
+    def __init__(self, delay: float, action) -> None:
+        self.delay, self.action, self.cancelled = delay, action, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
 class Turns:
     """The reactor's part, played by hand: timers are kept, not run; after-commit work runs on `end_turn`."""
 
     def __init__(self) -> None:
         self.participants: list = []
         self.after_commit: list = []
-        self.timers: list = []
+        self.timers: list[Timer] = []
         self.turn = type("Turn", (), {"rearm": False})()
+        self.loop = self
 
-    def later(self, delay: float, action) -> None:
-        self.timers.append((delay, action))
+    def schedule(self, delay: float, action) -> Timer:
+        self.timers.append(Timer(delay, action))
+        return self.timers[-1]
 
     def end_turn(self, ns: Namespace) -> None:
         for participant in self.participants:
@@ -152,15 +162,16 @@ def test_waiters_take_arriving_messages_in_arrival_order(parked_world) -> None:
     first, second = [], []
     _park(heads, first)
     _park(heads, second, ReceiveMode.RECEIVE_AND_DELETE)
-    assert heads.parked == 2 and [delay for delay, _ in turns.timers] == [30, 30]
+    assert heads.parked == 2 and [timer.delay for timer in turns.timers] == [30, 30]
     ns.send("q", [msg(message_id="a"), msg(message_id="b")])
     turns.end_turn(ns)
     assert [m.message_id for m in first + second] == ["a", "b"] and heads.parked == 0
     assert first[0].lock_token is not None and turns.turn.rearm
     ns.complete("q", [first[0].lock_token])
     assert ns.receive("q", 10) == []  # b was received and deleted
-    for _, expire in turns.timers:
-        expire()  # the timers of answered waiters find them done
+    assert all(timer.cancelled for timer in turns.timers)  # answered: their timeouts are off the loop
+    for timer in turns.timers:
+        timer.action()  # and one that fires anyway finds its waiter done
     assert first[1:] == second[1:] == []
 
 
@@ -168,8 +179,8 @@ def test_a_waiter_gets_nothing_at_its_timeout_and_takes_nothing_after(parked_wor
     ns, turns, _, heads = parked_world
     outcomes = []
     _park(heads, outcomes)
-    [(_, expire)] = turns.timers
-    expire()
+    [timer] = turns.timers
+    timer.action()
     assert outcomes == [None] and heads.parked == 0
     ns.send("q", msg(message_id="late"))
     turns.end_turn(ns)
