@@ -166,15 +166,15 @@ def test_unlock_returns_the_message_with_its_delivery_count_raised(rest) -> None
     assert rest("DELETE", f"/settle/messages/{props['SequenceNumber']}/{props['LockToken']}")[0] == 200
 
 
-def test_a_lost_lock_is_410_gone_with_service_bus_detail(rest) -> None:
+def test_a_lost_lock_is_404_as_learn_documents_with_service_bus_detail(rest) -> None:
     rest("POST", "/lost/messages", b"x")
     _, headers, _ = rest("POST", "/lost/messages/head?timeout=5")
     location = lock_path(headers)
     assert rest("PUT", location)[0] == 200  # unlocked: the token is gone
     for method in ("DELETE", "PUT", "POST"):
         status, answer_headers, body = rest(method, location)
-        assert status == 410
-        assert body.startswith(b"<Error><Code>410</Code><Detail>The lock supplied is invalid.")
+        assert status == 404
+        assert body.startswith(b"<Error><Code>404</Code><Detail>The lock supplied is invalid.")
         assert answer_headers["Content-Type"] == "application/xml; charset=utf-8"
 
 
@@ -323,8 +323,8 @@ def test_bad_requests_and_missing_entities(rest) -> None:
     batch = "application/vnd.microsoft.servicebus.json"
     assert rest("POST", "/basic/messages", b"[1]", Content_Type=batch)[0] == 400
     assert rest("POST", "/basic/messages/head?timeout=forever")[0] == 400
-    assert rest("POST", "/nowhere/messages", b"x")[0] == 404
-    assert rest("POST", "/nowhere/messages/head?timeout=0")[0] == 404
+    assert rest("POST", "/nowhere/messages", b"x")[0] == 410  # Learn: the entity does not exist
+    assert rest("POST", "/nowhere/messages/head?timeout=0")[0] == 410
     status, _, body = rest("POST", "/orders/messages/head?timeout=0")
     assert status == 400 and b"subscriptions" in body  # a topic is not received from
     status, _, body = rest("POST", "/sessions/messages/head?timeout=0")
@@ -337,9 +337,9 @@ def test_console_and_control_paths_are_not_messaging_routes(rest) -> None:
         assert status != 201 and headers["Content-Type"] != "application/xml; charset=utf-8", path
 
 
-def test_a_message_over_the_entity_limit_is_413(rest) -> None:
+def test_a_message_over_the_entity_limit_is_403_as_learn_documents(rest) -> None:
     status, _, body = rest("POST", "/large/messages", b"x" * (300 * 1024))  # the queue takes 256 KB
-    assert status == 413 and b"<Error><Code>413</Code>" in body
+    assert status == 403 and b"<Error><Code>403</Code>" in body and b"size" in body.lower()
     assert rest("POST", "/large/messages", b"x" * (200 * 1024))[0] == 201
 
 

@@ -32,6 +32,10 @@ from local_broker.auth import LISTEN, SEND, NamespaceAuth
 from local_broker.engine import (
     ArgumentError,
     BrokerError,
+    EntityNotFoundError,
+    MessageLockLostError,
+    MessageNotFoundError,
+    MessageSizeExceededError,
     ReceiveMode,
     ServerBusyError,
     UnauthorizedError,
@@ -77,8 +81,20 @@ def route(method: str, segments: list[str]) -> Route | None:
     return None
 
 
+# Learn's REST pages answer some errors with other codes than the engine's (the management API's): a
+# missing queue, topic or subscription is 410 Gone; a lock or message that is not there (expired, settled,
+# unlocked) is 404 Not Found; a message too large is 403, as a quota.
+REST_STATUS: dict[type[BrokerError], int] = {
+    EntityNotFoundError: 410,
+    MessageLockLostError: 404,
+    MessageNotFoundError: 404,
+    MessageSizeExceededError: 403,
+}
+
+
 def error_answer(exc: BrokerError) -> Answer:
-    return Answer(exc.http_status, atom.render_error(exc.http_status, exc.description), XML)
+    status = REST_STATUS.get(type(exc), exc.http_status)
+    return Answer(status, atom.render_error(status, exc.description), XML)
 
 
 class MessagingApi:
