@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from local_broker.server import BrokerServer
+from patterns.drills.kafka_broker import KafkaBroker
 
 StartBroker = Callable[..., BrokerServer]
 
@@ -55,3 +56,11 @@ def start_module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
     yield start
     for server in reversed(started):
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """Apache Kafka's own broker (one KRaft node on loopback), shared by every test of the session: each test
+    makes topics of its own (`kafka_broker.create_topic`)."""
+    with KafkaBroker(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
