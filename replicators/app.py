@@ -1,4 +1,5 @@
-"""Builds the Azure Functions (Python v2) app from a topology file: one Service Bus batch trigger per task.
+"""Builds the Azure Functions (Python v2) app from a topology file: one Service Bus batch trigger per task,
+or a Kafka batch trigger for a stream-to-queue task (its records become messages in `stream`).
 
 The trigger binding only receives; replicas are sent with the SDK's ServiceBusSender because the Python
 output binding carries a body and nothing else (no MessageId, SessionId, properties). Settlement is the
@@ -18,10 +19,16 @@ from replicators.audit import AuditSink, AuditTap, open_sink
 from replicators.message import SourceMessage
 from replicators.replicate import Replicator
 from replicators.sending import TargetSenders
+from replicators.stream import source_message
 from replicators.tasks import DEAD_LETTER_SUFFIX, Deployment, ReplicationTask
 from replicators.telemetry import replication_metrics
 
 TRIGGER_ARG = "messages"
+# A stream-to-queue task's Kafka connection: `<setting>` holds the bootstrap servers; with
+# `<setting>__password` (an Event Hubs connection string, by Key Vault reference) the trigger signs in to
+# an Event Hubs namespace's Kafka endpoint with SASL PLAIN over TLS as user `$ConnectionString`.
+KAFKA_PASSWORD_SUFFIX = "__password"
+EVENT_HUBS_KAFKA_USER = "$ConnectionString"
 RETRY = {
     "strategy": "exponential_backoff",
     "max_retry_count": "-1",
@@ -42,11 +49,9 @@ class TaskRuntime:
         self._sinks: list[AuditSink] = []
         self._lock = threading.Lock()
 
-    def invoke(self, task: ReplicationTask, messages: list[func.ServiceBusMessage]) -> None:
-        sources = [
-            SourceMessage.from_function(m, namespace=task.source.namespace, entity=task.source.entity)
-            for m in messages
-        ]
+    def invoke(self, task: ReplicationTask, messages: list[func.ServiceBusMessage] | list[func.KafkaEvent]
+               ) -> None:
+        sources = [self._source(task, m) for m in messages if _selected(task, m)]
         worker = self._worker(task)
         try:
             if isinstance(worker, Replicator):
@@ -57,6 +62,13 @@ class TaskRuntime:
             replication_metrics().failures.add(1, {"task": task.name, "error": type(exc).__name__})
             raise
 
+    @staticmethod
+    def _source(task: ReplicationTask, message: func.ServiceBusMessage | func.KafkaEvent) -> SourceMessage:
+        if isinstance(message, func.KafkaEvent):
+            return source_message(message, cluster=task.source.namespace, key_as=task.record_key_as)
+        return SourceMessage.from_function(message, namespace=task.source.namespace,
+                                           entity=task.source.entity)
+
     def _worker(self, task: ReplicationTask) -> Replicator | AuditTap:
         with self._lock:
             if task.name not in self._workers:
@@ -64,7 +76,7 @@ class TaskRuntime:
             return self._workers[task.name]
 
     def _new_worker(self, task: ReplicationTask) -> Replicator | AuditTap:
-        if task.kind == "replicate":
+        if task.target is not None:
             return Replicator(task, self.senders, task.load_transform())
         location = self.settings.get(AUDIT_SINK_SETTING) or self.deployment.audit_sink or ""
         sink = open_sink(location, writer=f"{task.name}-{socket.gethostname()}-{os.getpid()}")
@@ -83,8 +95,19 @@ class TaskRuntime:
 
 def register_tasks(app: func.FunctionApp, runtime: TaskRuntime) -> func.FunctionApp:
     for task in runtime.deployment.tasks:
-        _register(app, task, runtime)
+        if task.source.stream is not None:
+            _register_stream(app, task, runtime)
+        else:
+            _register(app, task, runtime)
     return app
+
+
+def _selected(task: ReplicationTask, message: func.ServiceBusMessage | func.KafkaEvent) -> bool:
+    """A task that reads one partition lets the others pass: the Kafka trigger reads every partition."""
+    stream = task.source.stream
+    if stream is None or stream.partition is None:
+        return True
+    return getattr(message, "partition", None) == stream.partition
 
 
 def trigger_entity(task: ReplicationTask) -> dict[str, str]:
@@ -112,6 +135,31 @@ def _register(app: func.FunctionApp, task: ReplicationTask, runtime: TaskRuntime
         max_message_batch_size=task.options.batch_size,
         max_concurrent_calls=task.options.concurrency,
         **entity,
+    )(handler)
+    builder = app.retry(**RETRY)(builder)
+    app.function_name(name=task.name)(builder)
+
+
+def _register_stream(app: func.FunctionApp, task: ReplicationTask, runtime: TaskRuntime) -> None:
+    """A Kafka batch trigger on the task's topic and consumer group; the group's committed offsets are its
+    checkpoints (the trigger commits a batch once the function returned)."""
+    def handler(records: List[func.KafkaEvent]) -> None:  # noqa: UP006
+        runtime.invoke(task, records)
+
+    handler.__name__ = handler.__qualname__ = task.name.replace("-", "_")
+    stream, connection = task.source.stream, task.source.connection
+    password = f"{connection}{KAFKA_PASSWORD_SUFFIX}"
+    event_hubs = {"username": EVENT_HUBS_KAFKA_USER, "password": f"%{password}%", "protocol": "SASLSSL",
+                  "authentication_mode": "PLAIN"} if runtime.settings.get(password) else {}
+    builder = app.kafka_trigger(
+        arg_name="records",
+        topic=task.source.topic or "",
+        broker_list=f"%{connection}%",
+        consumer_group=stream.consumer_group if stream else task.name,
+        cardinality=func.Cardinality.MANY,
+        data_type=func.DataType.BINARY,
+        max_batch_size=task.options.batch_size,
+        **event_hubs,
     )(handler)
     builder = app.retry(**RETRY)(builder)
     app.function_name(name=task.name)(builder)

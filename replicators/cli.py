@@ -1,4 +1,5 @@
-"""`sbfed functions run`: run function_app.py's Service Bus functions locally, against any namespace."""
+"""`sbfed functions run`: run function_app.py's Service Bus and Kafka functions locally, against any
+namespace and Kafka cluster."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from replicators.connections import ConnectionSettingError
 from replicators.host.host import FunctionsHost
 from replicators.host.hostjson import load_host_json
+from replicators.host.kafka_runner import KafkaSettingError
 from replicators.host.loader import FunctionAppError
 from replicators.host.settings import apply_settings, load_local_settings
 from replicators.tasks import TaskConfigError
@@ -23,7 +25,8 @@ TOPOLOGY_SETTING = "SBFED_TOPOLOGY"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sbfed functions", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
-    summary = "run the app's Service Bus-triggered functions with SDK receivers"
+    summary = "run the app's Service Bus-triggered functions with SDK receivers, its Kafka-triggered ones " \
+              "with a Kafka consumer"
     run = sub.add_parser(
         "run", help=summary,
         description=f"{summary[0].upper()}{summary[1:]}, against any namespace: the connection settings "
@@ -73,11 +76,11 @@ def main(argv: list[str]) -> int:
             os.environ,
             only=set(args.only) if args.only else None,
         )
-    except (FunctionAppError, TaskConfigError, ConnectionSettingError, ValueError) as exc:
+    except (FunctionAppError, TaskConfigError, ConnectionSettingError, KafkaSettingError, ValueError) as exc:
         print(f"sbfed functions: {exc}", file=sys.stderr)
         return 2
     if not host.runners:
-        print(f"sbfed functions: {app} has no Service Bus-triggered functions", file=sys.stderr)
+        print(f"sbfed functions: {app} has no Service Bus- or Kafka-triggered functions", file=sys.stderr)
         return 2
 
     def stop(signum: int, _frame: object) -> None:

@@ -21,8 +21,9 @@ from replicators.message import Replica
 from topology.durations import parse_duration
 from topology.problems import unknown_key
 
-TASK_KINDS = ("replicate", "audit")
-OPTION_NAMES = ("ttl", "marker", "transform", "batch_size", "concurrency")
+TASK_KINDS = ("replicate", "audit", "stream-to-queue")
+OPTION_NAMES = ("ttl", "marker", "transform", "batch_size", "concurrency", "key_as")
+KEY_AS = ("session_id", "partition_key", "none")  # what a Kafka record's key becomes on its message
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
 FUNCTION_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,126}$")
 DEFAULT_MAX_DELIVERY_COUNT = 10
@@ -44,6 +45,15 @@ class EntityFacts:
 
 
 @dataclass(frozen=True)
+class StreamSource:
+    """What a task reads of a Kafka topic: all its partitions (the consumer group shares them out) or one;
+    the group's committed offsets are the task's checkpoints."""
+
+    partition: int | None = None
+    consumer_group: str = ""
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """One end of a task: a connection setting plus a queue, or a topic (and, as a source, a subscription)."""
 
@@ -54,6 +64,7 @@ class Endpoint:
     subscription: str | None = None
     dead_letter: bool = False
     facts: EntityFacts = EntityFacts()
+    stream: StreamSource | None = None  # set when the source is a Kafka topic (`namespace` is its cluster)
 
     @property
     def entity(self) -> str:
@@ -68,6 +79,7 @@ class TaskOptions:
     transform: str | None = None
     batch_size: int = 100
     concurrency: int = 1
+    key_as: str | None = None  # stream-to-queue: session_id, partition_key or none (default: by the target)
 
     @property
     def copy(self) -> CopyOptions:
@@ -81,6 +93,14 @@ class ReplicationTask:
     source: Endpoint
     target: Endpoint | None
     options: TaskOptions = TaskOptions()
+
+    @property
+    def record_key_as(self) -> str:
+        """Where a stream-to-queue task puts a record's key: as the task says, else SessionId on a
+        session-enabled target and PartitionKey on any other."""
+        if self.options.key_as:
+            return self.options.key_as
+        return "session_id" if self.target and self.target.facts.requires_session else "partition_key"
 
     def load_transform(self) -> Transform | None:
         return load_callable(self.options.transform, where=f"task '{self.name}' options.transform")
@@ -112,7 +132,9 @@ def deployment_from_dict(raw: Mapping[str, Any], *, where: str = "topology") -> 
         raise TaskConfigError(f"{where}: expected a mapping at the top level")
     connections = dict(raw.get("connections") or {})
     namespaces = raw.get("namespaces") or {}
-    tasks = [_task(item, i, connections, namespaces) for i, item in enumerate(raw.get("tasks") or [])]
+    clusters = set(raw.get("kafka") or {})
+    tasks = [_task(item, i, connections, namespaces, clusters)
+             for i, item in enumerate(raw.get("tasks") or [])]
     names = [t.name for t in tasks]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -143,7 +165,7 @@ def load_callable(path: str | None, *, where: str) -> Callable[..., Any] | None:
 
 
 def _task(
-    raw: Any, index: int, connections: Mapping[str, str], namespaces: Mapping[str, Any]
+    raw: Any, index: int, connections: Mapping[str, str], namespaces: Mapping[str, Any], clusters: set[str]
 ) -> ReplicationTask:
     if not isinstance(raw, Mapping) or not raw.get("name"):
         raise TaskConfigError(f"tasks[{index}]: expected a mapping with a name")
@@ -154,9 +176,21 @@ def _task(
     kind = raw.get("kind", "replicate")
     if kind not in TASK_KINDS:
         raise TaskConfigError(f"{where}: kind must be one of {', '.join(TASK_KINDS)}, not '{kind}'")
-    source = _endpoint(raw.get("source"), f"{where} source", connections, namespaces, is_source=True)
+    source_raw = raw.get("source")
+    streamed = (isinstance(source_raw, Mapping)
+                and connections.get(str(source_raw.get("connection"))) in clusters)
+    if kind == "stream-to-queue" and not streamed:
+        raise TaskConfigError(f"{where}: a stream-to-queue task reads a Kafka topic: its source's "
+                              "connection names a cluster of `kafka`")
+    if kind == "replicate" and streamed:
+        raise TaskConfigError(f"{where}: a replicate task reads a queue or subscription; a Kafka topic is "
+                              "read by kind: stream-to-queue")
+    if streamed:
+        source = _stream_endpoint(source_raw, f"{where} source", name, connections)
+    else:
+        source = _endpoint(raw.get("source"), f"{where} source", connections, namespaces, is_source=True)
     target = None
-    if kind == "replicate":
+    if kind in ("replicate", "stream-to-queue"):
         target = _endpoint(raw.get("target"), f"{where} target", connections, namespaces, is_source=False)
     elif raw.get("target"):
         raise TaskConfigError(f"{where}: an audit task has no target (records go to `audit.sink`)")
@@ -179,6 +213,21 @@ def _endpoint(
     namespace = str(connections.get(connection, connection))
     facts = _facts(namespaces.get(namespace) or {}, queue, topic, subscription)
     return Endpoint(connection, namespace, queue, topic, subscription, bool(raw.get("dead_letter")), facts)
+
+
+def _stream_endpoint(raw: Any, where: str, task: str, connections: Mapping[str, str]) -> Endpoint:
+    """A Kafka topic as a task's source; its consumer group defaults to the task's name."""
+    allowed = ("connection", "topic", "partition", "consumer_group")
+    unknown = sorted(set(raw) - set(allowed), key=str)
+    if unknown:
+        raise TaskConfigError("; ".join(f"{where}.{k}: {unknown_key(k, allowed, 'key')}" for k in unknown))
+    if not raw.get("topic"):
+        raise TaskConfigError(f"{where}: a Kafka source names its `topic`")
+    connection = str(raw["connection"])
+    partition = raw.get("partition")
+    return Endpoint(connection, str(connections[connection]), topic=str(raw["topic"]),
+                    stream=StreamSource(None if partition is None else int(partition),
+                                        str(raw.get("consumer_group") or task)))
 
 
 def _facts(
@@ -212,7 +261,10 @@ def _options(raw: Mapping[str, Any], where: str) -> TaskOptions:
         transform=raw.get("transform"),
         batch_size=int(raw.get("batch_size", TaskOptions.batch_size)),
         concurrency=int(raw.get("concurrency", TaskOptions.concurrency)),
+        key_as=raw.get("key_as"),
     )
     if options.batch_size < 1 or options.concurrency < 1:
         raise TaskConfigError(f"{where}: batch_size and concurrency must be at least 1")
+    if options.key_as is not None and options.key_as not in KEY_AS:
+        raise TaskConfigError(f"{where} options.key_as: {options.key_as!r}, allowed: {', '.join(KEY_AS)}")
     return options

@@ -74,11 +74,27 @@ class NamespaceSpec:
 
 
 @dataclass
+class KafkaTopicSpec:
+    name: str
+    partitions: int = 1
+
+
+@dataclass
+class KafkaClusterSpec:
+    """A Kafka cluster a stream-to-queue task reads (in Azure, an Event Hubs namespace; its hubs are the
+    topics)."""
+
+    name: str
+    topics: list[KafkaTopicSpec] = field(default_factory=list)
+
+
+@dataclass
 class Topology:
     namespaces: dict[str, NamespaceSpec] = field(default_factory=dict)
     connections: dict[str, str] = field(default_factory=dict)  # connection setting -> namespace
     tasks: list[dict[str, Any]] = field(default_factory=list)
     audit: dict[str, Any] = field(default_factory=dict)
+    kafka: dict[str, KafkaClusterSpec] = field(default_factory=dict)
     source: str = field(default="topology", compare=False)  # the file, for error lines
     emulator: bool = field(default=False, compare=False)  # read from an emulator Config.json
 
@@ -95,6 +111,8 @@ class Topology:
             "connections": dict(self.connections),
             "tasks": [dict(t) for t in self.tasks],
             **({"audit": dict(self.audit)} if self.audit else {}),
+            **({"kafka": {c.name: {"topics": {t.name: {"partitions": t.partitions} for t in c.topics}}
+                          for c in self.kafka.values()}} if self.kafka else {}),
         }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from topology import streams
 from topology.model import (
     FILTER_KINDS,
     NamespaceSpec,
@@ -29,7 +30,7 @@ from topology.schema import (
     RIGHTS,
 )
 
-TOP_LEVEL = ("namespaces", "connections", "tasks", "audit")
+TOP_LEVEL = ("namespaces", "connections", "tasks", "audit", "kafka")
 NAMESPACE_KEYS = ("queues", "topics", "policies", "local")
 
 
@@ -43,11 +44,12 @@ def read(document: dict[str, Any], problems: Problems) -> Topology:
     topology = Topology(source=problems.source)
     for name, body in namespaces.items():
         topology.namespaces[str(name)] = _namespace(str(name), body, problems)
+    topology.kafka = streams.read(document.get("kafka"), problems)
     for setting, namespace in _mapping(document.get("connections"), "", "connections", problems).items():
-        if namespace not in topology.namespaces:
+        if namespace not in topology.namespaces and namespace not in topology.kafka:
+            declared = [*topology.namespaces, *topology.kafka]
             problems.add(f"connections/{setting}", "", f"namespace {namespace!r} is not declared, " +
-                         did_you_mean(namespace, topology.namespaces,
-                                      f"allowed: {', '.join(topology.namespaces)}"))
+                         did_you_mean(namespace, declared, f"allowed: {', '.join(declared)}"))
         topology.connections[str(setting)] = str(namespace)
     tasks = document.get("tasks") or []
     if not isinstance(tasks, list) or not all(isinstance(t, dict) and t.get("name") for t in tasks):

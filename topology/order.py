@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from topology import streams
 from topology.emulator import pascal
 from topology.model import NamespaceSpec, TopicSpec, Topology
 from topology.problems import Problems, did_you_mean
@@ -31,6 +32,7 @@ def check(topology: Topology, problems: Problems) -> None:
     for ns in topology.namespaces.values():
         _unique_names(ns, problems, "Name" if topology.emulator else "name")
         _forwarding(ns, problems, spell)
+    streams.check_names(topology, problems)
     for index, task in enumerate(topology.tasks):
         for side in ("source", "target"):
             _task_entities(topology, task, index, side, problems)
@@ -111,10 +113,12 @@ def _task_entities(topology: Topology, task: dict, index: int, side: str, proble
     end = task.get(side)
     if not isinstance(end, dict):
         return
+    where = f"tasks/{task.get('name', index)}/{side}"
+    if side == "source" and streams.check_source(topology, end, where, problems):
+        return
     ns = topology.namespaces.get(topology.connections.get(str(end.get("connection")), ""))
     if ns is None:
         return
-    where = f"tasks/{task.get('name', index)}/{side}"
     queue, topic, subscription = end.get("queue"), end.get("topic"), end.get("subscription")
     if isinstance(queue, str) and ns.queue(queue) is None:
         problems.add(where, "queue", _undeclared("queue", queue, ns, [q.name for q in ns.queues]))

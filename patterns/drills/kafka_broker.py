@@ -93,8 +93,8 @@ class KafkaBroker:
         cluster_id = _kafka_uuid()
         with open(self.log_path, "wb") as log:
             format_storage = self._java(STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(config))
-            formatted = subprocess.run(format_storage, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       timeout=READY_TIMEOUT_SECONDS)
+            formatted = subprocess.run(format_storage, stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, timeout=READY_TIMEOUT_SECONDS)
             if formatted.returncode:
                 raise KafkaStartError(f"formatting Kafka's storage failed; see {self.log_path}")
             self._process = subprocess.Popen(self._java(MAIN_CLASS, str(config)), stdout=log,

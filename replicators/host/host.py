@@ -1,5 +1,5 @@
-"""The local Functions host: one TriggerRunner per Service Bus function of the app, a stop event shared
-by all, and a periodic throughput/lag report."""
+"""The local Functions host: one TriggerRunner per Service Bus function of the app and one
+KafkaTriggerRunner per Kafka function, a stop event shared by all, and a periodic throughput/lag report."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 
 from replicators.connections import resolve_connection
 from replicators.host.hostjson import ServiceBusHostOptions
-from replicators.host.loader import import_app, service_bus_triggers
+from replicators.host.kafka_runner import KafkaTriggerOptions, KafkaTriggerRunner
+from replicators.host.loader import app_triggers, import_app
 from replicators.host.runner import TriggerOptions, TriggerRunner
 
 log = logging.getLogger(__name__)
@@ -28,13 +29,15 @@ class FunctionsHost:
         client_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.stop_event = threading.Event()
-        triggers = service_bus_triggers(import_app(app_path))
+        triggers, kafka = app_triggers(import_app(app_path))
         if only:
-            missing = only - {t.function_name for t in triggers}
+            missing = only - {t.function_name for t in [*triggers, *kafka]}
             if missing:
-                raise ValueError(f"no Service Bus function named {', '.join(sorted(missing))} in {app_path}")
+                raise ValueError(f"no Service Bus or Kafka function named {', '.join(sorted(missing))} in "
+                                 f"{app_path}")
             triggers = [t for t in triggers if t.function_name in only]
-        self.runners = [
+            kafka = [t for t in kafka if t.function_name in only]
+        self.runners: list[TriggerRunner | KafkaTriggerRunner] = [
             TriggerRunner(
                 trigger,
                 resolve_connection(trigger.connection, settings),
@@ -44,20 +47,15 @@ class FunctionsHost:
             )
             for trigger in triggers
         ]
+        self.runners += [
+            KafkaTriggerRunner(trigger, settings, KafkaTriggerOptions.of(trigger, host_options),
+                               self.stop_event)
+            for trigger in kafka
+        ]
 
     def start(self) -> None:
         for runner in self.runners:
-            options = runner.options
-            log.info(
-                "%s <- %s (batch %d, concurrency %d, prefetch %d, sessions %s, retry %s)",
-                runner.trigger.function_name,
-                runner.trigger.source,
-                options.batch_size,
-                options.concurrency,
-                options.prefetch_count,
-                runner.trigger.sessions,
-                runner.trigger.retry,
-            )
+            log.info("%s", runner.describe())
             runner.start()
 
     def run(self, report: Callable[[str], None], interval: float) -> None:

@@ -1,5 +1,5 @@
 """Reads a Python v2 Functions app the way the worker does, through the azure-functions library: import
-the script, find its FunctionApp, call `get_functions()` once, and read each Service Bus trigger."""
+the script, find its FunctionApp, call `get_functions()` once, and read each Service Bus and Kafka trigger."""
 
 from __future__ import annotations
 
@@ -8,16 +8,19 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import azure.functions as func
+from azure.functions.decorators.kafka import BrokerAuthenticationMode, BrokerProtocol
 
 from replicators.host.retry_policy import FunctionRetryPolicy
 from replicators.tasks import DEAD_LETTER_SUFFIX
 
 log = logging.getLogger(__name__)
 SERVICE_BUS_TRIGGER = "serviceBusTrigger"
+KAFKA_TRIGGER = "kafkaTrigger"
 
 
 class FunctionAppError(ValueError):
@@ -74,19 +77,72 @@ def import_app(path: str | Path) -> func.FunctionApp:
     return apps[0]
 
 
+@dataclass(frozen=True)
+class KafkaTrigger:
+    """One function with a Kafka trigger, as the binding declares it (`%setting%` values unresolved)."""
+
+    function_name: str
+    arg_name: str
+    topic: str
+    broker_list: str
+    consumer_group: str
+    many: bool
+    max_batch_size: int | None
+    username: str | None
+    password: str | None
+    protocol: str | None
+    authentication_mode: str | None
+    retry: FunctionRetryPolicy | None
+    user_function: Callable[..., Any]
+
+    @property
+    def source(self) -> str:
+        return f"{self.broker_list}:{self.topic} (consumer group {self.consumer_group})"
+
+
 def service_bus_triggers(app: func.FunctionApp) -> list[ServiceBusTrigger]:
-    """Every function whose trigger is `serviceBusTrigger`; other functions are listed and skipped."""
-    triggers = []
+    """Every function whose trigger is `serviceBusTrigger`."""
+    return app_triggers(app)[0]
+
+
+def app_triggers(app: func.FunctionApp) -> tuple[list[ServiceBusTrigger], list[KafkaTrigger]]:
+    """The functions this host runs, by trigger: Service Bus and Kafka; others are listed and skipped."""
+    service_bus, kafka = [], []
     for function in _functions_of(app):
         binding = function.get_trigger()
         raw = {k: _plain(v) for k, v in binding.get_dict_repr().items()}
-        if raw.get("type") != SERVICE_BUS_TRIGGER:
+        if raw.get("type") == SERVICE_BUS_TRIGGER:
+            service_bus.append(_trigger(function, raw))
+        elif raw.get("type") == KAFKA_TRIGGER:
+            kafka.append(_kafka_trigger(function, raw))
+        else:
             log.warning(
                 "function %s: %s triggers are not run by this host", function.get_function_name(), raw["type"]
             )
-            continue
-        triggers.append(_trigger(function, raw))
-    return triggers
+    return service_bus, kafka
+
+
+def _kafka_trigger(function: Any, raw: dict[str, Any]) -> KafkaTrigger:
+    def named(value: Any, kind: type[Enum]) -> str | None:
+        """A protocol or mechanism by its enum name (the binding holds the number); NOTSET means none."""
+        name = kind(value).name if isinstance(value, int) else str(value or "").upper()
+        return None if name in ("", "NOTSET") else name
+
+    return KafkaTrigger(
+        function_name=function.get_function_name(),
+        arg_name=raw["name"],
+        topic=raw["topic"],
+        broker_list=raw["brokerList"],
+        consumer_group=raw.get("consumerGroup") or "$Default",
+        many=str(raw.get("cardinality", "one")).lower() == "many",
+        max_batch_size=raw.get("maxBatchSize"),
+        username=raw.get("username"),
+        password=raw.get("password"),
+        protocol=named(raw.get("protocol"), BrokerProtocol),
+        authentication_mode=named(raw.get("authenticationMode"), BrokerAuthenticationMode),
+        retry=FunctionRetryPolicy.from_settings(function.get_settings_dict("retry_policy")),
+        user_function=function.get_user_function(),
+    )
 
 
 def _functions_of(app: func.FunctionApp) -> list[Any]:

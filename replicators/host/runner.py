@@ -101,6 +101,12 @@ class TriggerRunner:
         )
         self._lock_watch = LockWatch(trigger.function_name)
 
+    def describe(self) -> str:
+        options = self.options
+        return (f"{self.trigger.function_name} <- {self.trigger.source} (batch {options.batch_size}, "
+                f"concurrency {options.concurrency}, prefetch {options.prefetch_count}, "
+                f"sessions {self.trigger.sessions}, retry {self.trigger.retry})")
+
     def start(self) -> None:
         for index in range(self.options.concurrency):
             thread = threading.Thread(
