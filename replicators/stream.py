@@ -7,10 +7,12 @@ sending, audit) is the same as for a Service Bus source.
 - The record key becomes the SessionId (ordered per key through sessions) or the PartitionKey, as the task
   says (`key_as`; by default SessionId on a session-enabled target, else PartitionKey); a key longer than
   the 128 characters Service Bus allows is replaced by its hash, so equal keys still land together.
-- Headers become application properties (text when the value is UTF-8, else bytes; a repeated header keeps
-  its last value); the value becomes the body; the record's timestamp is its enqueued time, its offset its
-  sequence number, so `repl-enqueued-time`, `repl-sequence` and `repl-source` (`<cluster>/<topic>`) are
-  stamped as for any copy.
+- Headers become application properties: text when the value is UTF-8, else its base64 text as the trigger
+  carries it (the Python SDK sends a bytes property as UTF-8 text and refuses any other bytes); a header
+  without a value is null, a repeated header keeps its last value.
+- The value becomes the body; the record's timestamp is its enqueued time, its offset its sequence number,
+  so `repl-enqueued-time`, `repl-sequence` and `repl-source` (`<cluster>/<topic>`) are stamped as for any
+  copy.
 
 The records come as `func.KafkaEvent`, as the Functions Kafka trigger hands them over (headers a list of
 `{"Key": name, "Value": base64}`); the local host builds the same objects from its consumer.
@@ -23,7 +25,6 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import azure.functions as func
 
@@ -47,14 +48,14 @@ def key_property(key: str | None) -> str | None:
     return _digest(key)
 
 
-def header_properties(headers: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
-    properties: dict[str, Any] = {}
+def header_properties(headers: Iterable[Mapping[str, str | None]] | None) -> dict[str, str | None]:
+    properties: dict[str, str | None] = {}
     for header in headers or ():
         raw = header.get("Value")
-        value: Any = None if raw is None else base64.b64decode(raw)
-        if isinstance(value, bytes):
+        value = raw
+        if raw is not None:
             try:
-                value = value.decode("utf-8")
+                value = base64.b64decode(raw).decode("utf-8")
             except UnicodeDecodeError:
                 pass
         properties[str(header.get("Key"))] = value
