@@ -1,5 +1,5 @@
-"""Every drill `sbfed drill` runs, by name: the three federation patterns and the recipes. A new drill is a
-scenario (scenario.py) listed here; nothing else changes."""
+"""Every drill `sbfed drill` runs, by name: the three federation patterns, the recipes and stream-to-queue.
+A new drill is a scenario (scenario.py) listed here; nothing else changes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from patterns.drills.drill import DrillSettings
 from patterns.drills.recipes import RECIPES
 from patterns.drills.scenario import Scenario
 from patterns.drills.scenarios import PATTERNS
+from patterns.drills.stream import StreamToQueue
 
-SCENARIOS: dict[str, type[Scenario]] = {s.pattern: s for s in (*PATTERNS, *RECIPES)}
+SCENARIOS: dict[str, type[Scenario]] = {s.pattern: s for s in (*PATTERNS, *RECIPES, StreamToQueue)}
 
 
 def drill_settings(pattern: str, out: Path, namespaces: tuple[str, ...] = (),

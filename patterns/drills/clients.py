@@ -188,7 +188,8 @@ class LocalConsumer:
 
     Like any application of these patterns it is idempotent by MessageId: a message handled just before its
     namespace failed cannot be completed, its lock expires and it is delivered again; the repeat is completed
-    without handling and listed in `duplicates`."""
+    without handling and listed in `duplicates`. Competing consumers share what they handled (`seen`); a
+    consumer of sessions (`sessions`) lets its session go when it has nothing more, to take the next one."""
 
     def __init__(
         self,
@@ -200,12 +201,15 @@ class LocalConsumer:
         processor: str,
         batch_size: int = 10,
         max_wait_time: float = 1.0,
+        seen: OrderedDict[str, None] | None = None,
+        sessions: bool = False,
     ) -> None:
         self.region, self.handler, self.entity, self.audit = region, handler, entity, audit
         self.processor, self.batch_size, self.max_wait_time = processor, batch_size, max_wait_time
         self.handled = 0
         self.duplicates: list[str] = []
-        self._processed: OrderedDict[str, None] = OrderedDict()
+        self._processed: OrderedDict[str, None] = OrderedDict() if seen is None else seen
+        self._sessions = sessions
 
     def run(self, stop: threading.Event) -> None:
         try:
@@ -227,6 +231,8 @@ class LocalConsumer:
             return
         for message in batch:
             self._handle(message)
+        if self._sessions and not batch:
+            self.region.drop()
 
     def _handle(self, message: Any) -> None:
         message_id = str(message.message_id)

@@ -85,6 +85,7 @@ class Drill:
     # before, or its duplicate detection would drop them
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     policy: FailoverPolicy = field(default_factory=FailoverPolicy)
+    functions_host: Any = None  # the FunctionsHostProcess, once the run started it (a step may kill it)
     _sinks: list[AuditSink] = field(default_factory=list)
 
     def regions(self, **entity: Any) -> tuple[Region, Region]:

@@ -48,3 +48,9 @@ class FunctionsHostProcess:
 
     def stop(self) -> None:
         self._process.stop(STOP_TIMEOUT_SECONDS)
+
+    def kill(self) -> None:
+        """Kill the host mid-work; its log is kept beside (`<log>.killed`) for the next start's."""
+        self._process.kill()
+        if self.log_path.exists():
+            self.log_path.replace(self.log_path.with_name(self.log_path.name + ".killed"))

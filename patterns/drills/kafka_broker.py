@@ -6,6 +6,7 @@ a process of its own, its output in a log file."""
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import shutil
 import socket
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+log = logging.getLogger(__name__)
 READY_TIMEOUT_SECONDS = 90.0
 STOP_TIMEOUT_SECONDS = 20.0
 KAFKA_HOME_VARIABLE = "SBFED_KAFKA_HOME"
@@ -112,7 +114,7 @@ class KafkaBroker:
             try:
                 if admin is None:
                     socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                    admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+                    admin = self._admin()
                 if admin.list_topics(timeout=2).brokers:
                     return
             except Exception:  # refused, or a KafkaException while the broker starts
@@ -124,9 +126,11 @@ class KafkaBroker:
             time.sleep(0.2)
 
     def create_topic(self, name: str, partitions: int | None = None) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        futures = admin.create_topics([NewTopic(name, partitions or self.partitions, 1)])
-        futures[name].result(timeout=30)
+        admin = self._admin()  # held until the answer: a client destroyed first fails its futures
+        admin.create_topics([NewTopic(name, partitions or self.partitions, 1)])[name].result(timeout=30)
+
+    def _admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap_servers}, logger=log)
 
     def stop(self) -> None:
         process, self._process = self._process, None

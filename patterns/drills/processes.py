@@ -43,6 +43,13 @@ class SbfedProcess:
                                         f"see {self.log_path}")
             time.sleep(0.05)
 
+    def kill(self) -> None:
+        """SIGKILL: the process ends at once, as when its machine dies (nothing is finished or settled)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
     def stop(self, timeout: float) -> None:
         """SIGTERM (both commands shut down cleanly on it), then SIGKILL after `timeout` seconds."""
         process, self._process = self._process, None

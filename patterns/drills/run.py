@@ -87,13 +87,14 @@ def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = 
         cleared()
     (out / "logs").mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
+        served = SCENARIOS[settings.pattern].broker_namespaces(settings.namespaces)
         if settings.broker_file:
             namespaces = read_ready_file(settings.broker_file)
         else:
-            broker = BrokerProcess(settings.namespaces, out, in_memory=settings.in_memory)
+            broker = BrokerProcess(served, out, in_memory=settings.in_memory)
             stack.callback(broker.stop)
             namespaces = broker.start()
-        missing = [n for n in settings.namespaces if n not in namespaces]
+        missing = [n for n in served if n not in namespaces]
         if missing:
             raise BrokerError(f"the broker hosts {', '.join(namespaces)}, not {', '.join(missing)}")
         drill = Drill(settings, settings.namespaces, namespaces, out / "audit",
@@ -102,14 +103,16 @@ def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = 
         topology = prepare_topology(scenario, drill.names, settings)
         dump(topology, out / "topology.yaml")
         report(f"{settings.pattern}: broker up ({', '.join(drill.names)}); applying the pattern")
-        apply_pattern(out / "topology.yaml", {n: namespaces[n] for n in drill.names},
+        apply_pattern(out / "topology.yaml", {n: namespaces[n] for n in served},
                       out / "logs" / "apply.log")
-        host_settings = {connection_setting(n): namespaces[n].connection_string for n in drill.names}
+        host_settings = {connection_setting(n): namespaces[n].connection_string for n in served}
+        host_settings.update(scenario.services(stack))
         host = FunctionsHostProcess(out / "topology.yaml",
                                     {**host_settings, AUDIT_SINK_SETTING: str(out / "audit")},
                                     out / "logs" / "functions-host.log")
         stack.callback(host.stop)
         host.start()
+        drill.functions_host = host
         if ready:
             ready()
         report(f"{settings.pattern}: Functions host running {len(topology.tasks)} task(s); "

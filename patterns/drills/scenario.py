@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,17 @@ class Scenario:
     def topology(self, names: tuple[str, ...], audit_sink: str) -> Topology:
         raise NotImplementedError
 
+    @classmethod
+    def broker_namespaces(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        """The drill's namespaces the Service Bus broker serves (the others are services the scenario
+        starts itself, `services`)."""
+        return names
+
+    def services(self, stack: ExitStack) -> dict[str, str]:
+        """Start what the drill needs beside the broker (stopped through `stack`); the app settings the
+        Functions host needs to reach it."""
+        return {}
+
     @property
     def down(self) -> str:
         """The namespace the outage takes down."""
@@ -97,10 +109,10 @@ class Scenario:
         return {"duplicates_skipped": dict(skipped)}
 
     def _consume(self, region: Region, handler: Callable[[Any], None], *, entity: str, processor: str,
-                 writer: str) -> Worker:
-        """A region-local consumer in its own worker."""
+                 writer: str, **options: Any) -> Worker:
+        """A region-local consumer in its own worker (`options`: LocalConsumer's)."""
         consumer = LocalConsumer(region, handler, entity=entity, audit=self.drill.sink(writer),
-                                 processor=processor)
+                                 processor=processor, **options)
         self.local_consumers.append(consumer)
         worker = Worker(processor, consumer.run).start()
         self.workers.append(worker)

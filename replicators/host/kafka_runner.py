@@ -23,6 +23,9 @@ from replicators.host.stats import TriggerStats
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0  # how often an idle consumer looks at the stop event
+# A host killed without leaving its group holds its partitions until the broker misses its heartbeats for
+# this long (librdkafka's default is 45 s); then the group's other or next consumer takes them over.
+SESSION_TIMEOUT_MS = 10_000
 PROTOCOLS = {"PLAINTEXT": "plaintext", "SSL": "ssl", "SASLPLAINTEXT": "sasl_plaintext", "SASLSSL": "sasl_ssl"}
 MECHANISMS = {"PLAIN": "PLAIN", "SCRAMSHA256": "SCRAM-SHA-256", "SCRAMSHA512": "SCRAM-SHA-512",
               "GSSAPI": "GSSAPI"}
@@ -50,6 +53,7 @@ def consumer_config(trigger: KafkaTrigger, settings: Mapping[str, str]) -> dict[
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
+        "session.timeout.ms": SESSION_TIMEOUT_MS,
         "client.id": trigger.function_name,
     }
     if trigger.protocol:
