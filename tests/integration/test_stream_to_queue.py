@@ -10,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 import yaml
 from azure.servicebus import ServiceBusClient
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -18,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from replicators.message import decode_application_properties
 from tests.integration.replication_harness import functions_host
 
+pytestmark = pytest.mark.slow  # ~25 s, and ~10 s more for the session's Kafka broker
 RECORDS, KEYS, PARTITIONS = 90, 6, 3
 WAIT_SECONDS = 60
 
