@@ -199,7 +199,7 @@ def kept_broker(settings: DrillSettings, work_dir: Path, stack: contextlib.ExitS
     """The last drill runs on a broker the demo starts itself, so it outlives the drill: a person can look
     at what the drill left in the web console before the demo stops it."""
     (work_dir / "logs").mkdir(parents=True, exist_ok=True)
-    broker = BrokerProcess(settings.namespaces, work_dir)
+    broker = BrokerProcess(SCENARIOS[settings.pattern].broker_namespaces(settings.namespaces), work_dir)
     stack.callback(broker.stop)
     broker.start()
     return dataclasses.replace(settings, broker_file=broker.ready_path)
