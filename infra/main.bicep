@@ -26,6 +26,12 @@ param namespaces array
 @description('Connection settings the tasks name: [{setting, namespace}]. Each becomes <setting>__fullyQualifiedNamespace.')
 param connections array
 
+@description('Kafka clusters of the topology as Event Hubs namespaces: [{name, location, hubs: [{name, partitions}]}].')
+param eventHubs array = []
+
+@description('Connection settings of stream-to-queue tasks: [{setting, cluster}]. Each becomes <setting> (the Kafka endpoint) and <setting>__password (a Key Vault reference).')
+param kafkaConnections array = []
+
 @description('Path of the topology file inside the deployed app; the app reads its tasks from it (SBFED_TOPOLOGY).')
 param topologyFile string
 
@@ -74,6 +80,9 @@ var tags = {
   application: 'sbfed'
 }
 var namespaceNames = [for ns in namespaces: ns.name]
+var clusterNames = [for eh in eventHubs: eh.name]
+var keyVaultName = 'kv-${take(resourceToken, 21)}'
+
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: empty(resourceGroupName) ? 'rg-${namePrefix}' : resourceGroupName
@@ -114,6 +123,30 @@ module serviceBus 'modules/servicebus-namespace.bicep' = [for ns in namespaces: 
   }
 }]
 
+module keyVault 'modules/key-vault.bicep' = if (!empty(eventHubs)) {
+  name: 'sbfed-key-vault'
+  scope: rg
+  params: {
+    name: keyVaultName
+    location: location
+    tags: tags
+  }
+}
+
+module eventHubsNamespace 'modules/eventhubs-namespace.bicep' = [for eh in eventHubs: {
+  name: 'sbfed-eh-${eh.name}'
+  scope: rg
+  dependsOn: [
+    keyVault
+  ]
+  params: {
+    name: 'evhns-${toLower(eh.name)}-${resourceToken}'
+    cluster: eh
+    keyVaultName: keyVaultName
+    tags: tags
+  }
+}]
+
 module functionApp 'modules/function-app.bicep' = {
   name: 'sbfed-app'
   scope: rg
@@ -135,6 +168,23 @@ module functionApp 'modules/function-app.bicep' = {
       setting: c.setting
       fullyQualifiedNamespace: serviceBus[indexOf(namespaceNames, c.namespace)].outputs.fullyQualifiedNamespace
     }]
+    kafkaConnections: [for k in kafkaConnections: {
+      setting: k.setting
+      bootstrapServers: eventHubsNamespace[indexOf(clusterNames, k.cluster)].outputs.bootstrapServers
+      secretUri: eventHubsNamespace[indexOf(clusterNames, k.cluster)].outputs.connectionStringSecretUri
+    }]
+  }
+}
+
+module keyVaultAccess 'modules/key-vault-access.bicep' = if (!empty(eventHubs)) {
+  name: 'sbfed-key-vault-access'
+  scope: rg
+  dependsOn: [
+    keyVault
+  ]
+  params: {
+    keyVaultName: keyVaultName
+    principalId: functionApp.outputs.principalId
   }
 }
 

@@ -5,6 +5,8 @@ ARM speaks camelCase. `ARM_PROPERTIES` is the one table between them. The render
 Function App's identity may do: for every task, Azure Service Bus Data Receiver on the source entity and
 Data Sender on the target entity, each scoped to that entity (queue, topic, or topic subscription) rather
 than to the namespace, unless a transform may reroute the copy (then Sender covers the target namespace).
+A stream-to-queue task's source is a Kafka cluster of the topology's `kafka` section: it becomes an Event
+Hubs namespace (`eventHubs`) whose Kafka endpoint the app reads with a connection string (`kafkaConnections`).
 A property ARM cannot carry is an error here, not a silent drop at deploy time.
 """
 
@@ -31,6 +33,7 @@ SKUS = ("Standard", "Premium")
 # Bicep builds the namespace name as 'sb-<name>-<13-character token>'; Azure allows 50 characters.
 MAX_NAMESPACE_NAME = 32
 _NAMESPACE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+MAX_STANDARD_PARTITIONS = 32  # partitions of an event hub in a Standard namespace
 # ARM rule filters and actions are SQL-92 expressions at compatibility level 20 (the only level there is).
 SQL_COMPATIBILITY_LEVEL = 20
 
@@ -286,10 +289,12 @@ def task_access(topology: Topology) -> tuple[dict[str, list[dict[str, str]]], li
     settings: list[str] = []
     for task in topology.tasks:
         kind = task.get("kind", "replicate")
-        if kind not in ("replicate", "audit"):
-            raise InfraError(f"tasks/{task['name']}: kind must be replicate or audit, got {kind!r}")
-        sides = [("source", DATA_RECEIVER)]
-        if kind == "replicate" or task.get("target") is not None:
+        if kind not in ("replicate", "audit", "stream-to-queue"):
+            raise InfraError(f"tasks/{task['name']}: kind must be replicate, audit or stream-to-queue, got "
+                             f"{kind!r}")
+        streamed = kafka_setting(topology, task) is not None
+        sides = [] if streamed else [("source", DATA_RECEIVER)]
+        if kind != "audit" or task.get("target") is not None:
             sides.append(("target", DATA_SENDER))
         for side, role in sides:
             setting, namespace, scope = _task_endpoint(topology, task, side)
@@ -301,6 +306,31 @@ def task_access(topology: Topology) -> tuple[dict[str, list[dict[str, str]]], li
             if setting not in settings:
                 settings.append(setting)
     return {ns: _without_covered(assignments) for ns, assignments in roles.items()}, sorted(settings)
+
+
+def kafka_setting(topology: Topology, task: dict[str, Any]) -> str | None:
+    """The connection setting of a task's source when it names a Kafka cluster (else None)."""
+    source = task.get("source")
+    setting = source.get("connection") if isinstance(source, dict) else None
+    return setting if topology.connections.get(str(setting)) in topology.kafka else None
+
+
+def _event_hubs(topology: Topology, locations: dict[str, str]) -> list[dict[str, Any]]:
+    """Each Kafka cluster as an Event Hubs namespace with its topics as hubs."""
+    clusters = []
+    for name, cluster in topology.kafka.items():
+        if not _NAMESPACE_NAME.match(name) or len(name) > MAX_NAMESPACE_NAME:
+            raise InfraError(f"kafka/{name}: an Azure-deployable name has at most {MAX_NAMESPACE_NAME} "
+                             "letters, digits and hyphens and starts with a letter")
+        if not locations.get(name):
+            raise InfraError(f"kafka/{name}: no Azure region; add {name}=<region> to the location map")
+        hubs = [{"name": t.name, "partitions": t.partitions} for t in cluster.topics]
+        for hub in hubs:
+            if hub["partitions"] > MAX_STANDARD_PARTITIONS:
+                raise InfraError(f"kafka/{name}/{hub['name']}: {hub['partitions']} partitions, a Standard "
+                                 f"Event Hubs namespace allows at most {MAX_STANDARD_PARTITIONS}")
+        clusters.append({"name": name, "location": locations[name], "hubs": hubs})
+    return clusters
 
 
 def _without_covered(assignments: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -324,6 +354,7 @@ def render_parameters(topology: Topology, options: InfraOptions) -> dict[str, An
         if not options.locations.get(name):
             raise InfraError(f"namespaces/{name}: no Azure region; add {name}=<region> to the location map")
     roles, settings = task_access(topology)
+    kafka = sorted({s for task in topology.tasks if (s := kafka_setting(topology, task)) is not None})
     values: dict[str, Any] = {
         "namePrefix": options.name_prefix,
         "location": options.app_location,
@@ -334,6 +365,9 @@ def render_parameters(topology: Topology, options: InfraOptions) -> dict[str, An
         "connections": [{"setting": s, "namespace": topology.connections[s]} for s in settings],
         "operatorPrincipalId": options.operator_principal_id,
     }
+    if topology.kafka:  # parameters a topology without Kafka leaves at their defaults
+        values["eventHubs"] = _event_hubs(topology, options.locations)
+        values["kafkaConnections"] = [{"setting": s, "cluster": topology.connections[s]} for s in kafka]
     return {"$schema": PARAMETERS_SCHEMA, "contentVersion": "1.0.0.0",
             "parameters": {name: {"value": value} for name, value in values.items()}}
 

@@ -37,6 +37,9 @@ param auditSink string
 @description('[{setting, fullyQualifiedNamespace}] for every connection setting the tasks name.')
 param connections array
 
+@description('[{setting, bootstrapServers, secretUri}] for every Kafka connection setting (stream-to-queue tasks).')
+param kafkaConnections array = []
+
 var isFlex = hosting == 'flex'
 // Elastic Premium runs this blob; publishing uploads it and restarts the app (docs/deploy-azure.md).
 var premiumPackageUrl = '${deploymentContainerUrl}/sbfed.zip'
@@ -141,10 +144,15 @@ var premiumSettings = isFlex ? {} : {
 var namespaceSettings = toObject(connections, c => '${c.setting}__fullyQualifiedNamespace', c => c.fullyQualifiedNamespace)
 var credentialSettings = toObject(connections, c => '${c.setting}__credential', c => 'managedidentity')
 
+// A Kafka trigger reads <Setting> as its bootstrap servers and signs in with <Setting>__password, a Key Vault
+// reference the app resolves with its identity (replicators/app.py).
+var kafkaServerSettings = toObject(kafkaConnections, c => c.setting, c => c.bootstrapServers)
+var kafkaPasswordSettings = toObject(kafkaConnections, c => '${c.setting}__password', c => '@Microsoft.KeyVault(SecretUri=${c.secretUri})')
+
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: site
   name: 'appsettings'
-  properties: union(commonSettings, premiumSettings, namespaceSettings, credentialSettings)
+  properties: union(commonSettings, premiumSettings, namespaceSettings, credentialSettings, kafkaServerSettings, kafkaPasswordSettings)
 }
 
 output name string = site.name

@@ -68,5 +68,16 @@ def values(pattern: str, hosting: str = "flex") -> dict[str, Any]:
     return {name: p["value"] for name, p in rendered(pattern, hosting)["parameters"].items()}
 
 
+STREAM_LOCATIONS = {"central": "westeurope", "web": "westeurope"}
+
+
+def stream_values(hosting: str = "flex") -> dict[str, Any]:
+    """The stream-to-queue sample (a Kafka cluster into a session queue) rendered."""
+    options = InfraOptions(locations=dict(STREAM_LOCATIONS), hosting=hosting,
+                           topology_file="tests/unit/infra/fixtures/stream-to-queue.yaml")
+    document = render_parameters(load(FIXTURES / "stream-to-queue.yaml"), options)
+    return {name: p["value"] for name, p in document["parameters"].items()}
+
+
 def namespace(pattern: str, name: str) -> dict[str, Any]:
     return next(ns for ns in values(pattern)["namespaces"] if ns["name"] == name)

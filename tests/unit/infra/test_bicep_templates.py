@@ -19,6 +19,7 @@ from .bicep import (
     declaration,
     is_loop,
     parse,
+    stream_values,
     unquote,
     values,
 )
@@ -176,7 +177,7 @@ def test_app_settings_are_identity_based() -> None:
 def test_rendered_fields_are_the_ones_the_templates_read() -> None:
     """The templates read namespaces, entities, rules and role assignments by field name; each name they
     read must be one the renderer writes (checked against the all-active and spillover samples)."""
-    samples = [values("all-active"), values("spillover")]
+    samples = [values("all-active"), values("spillover"), stream_values()]
     namespaces = [ns for v in samples for ns in v["namespaces"]]
     topics = [t for ns in namespaces for t in ns["topics"]]
     subscriptions = [s for t in topics for s in t["subscriptions"]]
@@ -188,9 +189,13 @@ def test_rendered_fields_are_the_ones_the_templates_read() -> None:
         "rule": {k for s in subscriptions for r in s["rules"] for k in r},
         "assignment": {k for ns in namespaces for a in ns["roleAssignments"] for k in a},
         "connection": {k for v in samples for c in v["connections"] for k in c},
+        "cluster": {k for v in samples for eh in v.get("eventHubs", []) for k in eh},
+        "hub": {k for v in samples for eh in v.get("eventHubs", []) for h in eh["hubs"] for k in h},
+        "kafka connection": {k for v in samples for c in v.get("kafkaConnections", []) for k in c},
     }
     readers = {  # file -> loop variable -> what it iterates over
-        "main.bicep": {"ns": "namespace", "c": "connection"},
+        "main.bicep": {"ns": "namespace", "c": "connection", "eh": "cluster", "k": "kafka connection"},
+        "eventhubs-namespace.bicep": {"cluster": "cluster", "hub": "hub"},
         "servicebus-namespace.bicep": {"namespace": "namespace", "topic": "topic", "queue": "queue"},
         "servicebus-topic-subscriptions.bicep": {"sub": "subscription"},
         "servicebus-subscription.bicep": {"subscription": "subscription", "rule": "rule"},
