@@ -41,7 +41,8 @@ def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, r
         problems.append(f"{len(astray)} message(s) processed where they do not belong: {listed(astray)}")
     homed = scenario.producers[0].prefix + "-"  # the producer whose home is the primary
     own_sends = [r for r in by_event["sent"] if r["message_id"].startswith(homed)]
-    lag = replication_lag_ms(by_event["enqueued"] or processed)
+    # the copies the audit taps saw (not the originals a source's tap saw), else what the consumers got
+    lag = replication_lag_ms([r for r in by_event["enqueued"] if r.get("repl_enqueued_time")] or processed)
     summary: dict[str, Any] = {
         "pattern": settings.pattern,
         "out": str(settings.out),
