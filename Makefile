@@ -45,7 +45,7 @@ chromium:
 prometheus:
 	@bash scripts/ensure-prometheus.sh
 
-# Apache Kafka's broker jars (scripts/kafka/pom.xml) into ~/.cache/sbfed/kafka, once per pom.xml.
+# Apache Kafka's broker jars (scripts/kafka/pom.xml) into $SBFED_CACHE/kafka (~/.cache/sbfed), once per pom.xml.
 kafka: | java maven
 	@bash scripts/ensure-kafka.sh
 

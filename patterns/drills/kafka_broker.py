@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 log = logging.getLogger(__name__)
 READY_TIMEOUT_SECONDS = 90.0
 STOP_TIMEOUT_SECONDS = 20.0
-KAFKA_HOME_VARIABLE = "SBFED_KAFKA_HOME"
+CACHE_VARIABLE = "SBFED_CACHE"
 MAIN_CLASS = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
 JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
@@ -32,10 +32,8 @@ class KafkaStartError(RuntimeError):
 
 
 def kafka_libs() -> Path:
-    """The folder of the broker's jars: `$SBFED_KAFKA_HOME/libs`, by default in `~/.cache/sbfed/kafka`."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    home = Path(os.environ.get(KAFKA_HOME_VARIABLE) or Path(cache) / "sbfed" / "kafka")
-    libs = home / "libs"
+    """The folder of the broker's jars: `$SBFED_CACHE/kafka/libs` (default `~/.cache/sbfed`)."""
+    libs = Path(os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "sbfed") / "kafka" / "libs"
     if not any(libs.glob("kafka_2.13-*.jar")):
         raise KafkaStartError(f"Apache Kafka's jars are not in {libs}: run `bash scripts/ensure-kafka.sh` "
                               "(part of `make setup`)")
