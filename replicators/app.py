@@ -11,7 +11,7 @@ import os
 import socket
 import threading
 from collections.abc import Mapping
-from typing import List  # noqa: UP035 - the Functions worker resolves this annotation at load time
+from typing import Any, List  # noqa: UP035 - the Functions worker resolves this annotation at load time
 
 import azure.functions as func
 
@@ -136,8 +136,7 @@ def _register(app: func.FunctionApp, task: ReplicationTask, runtime: TaskRuntime
         max_concurrent_calls=task.options.concurrency,
         **entity,
     )(handler)
-    builder = app.retry(**RETRY)(builder)
-    app.function_name(name=task.name)(builder)
+    _name_with_retry(app, task, builder)
 
 
 def _register_stream(app: func.FunctionApp, task: ReplicationTask, runtime: TaskRuntime) -> None:
@@ -148,6 +147,7 @@ def _register_stream(app: func.FunctionApp, task: ReplicationTask, runtime: Task
 
     handler.__name__ = handler.__qualname__ = task.name.replace("-", "_")
     stream, connection = task.source.stream, task.source.connection
+    assert stream is not None, "register_tasks gives this only tasks that read Kafka"
     password = f"{connection}{KAFKA_PASSWORD_SUFFIX}"
     event_hubs = {"username": EVENT_HUBS_KAFKA_USER, "password": f"%{password}%", "protocol": "SASLSSL",
                   "authentication_mode": "PLAIN"} if runtime.settings.get(password) else {}
@@ -155,11 +155,16 @@ def _register_stream(app: func.FunctionApp, task: ReplicationTask, runtime: Task
         arg_name="records",
         topic=task.source.topic or "",
         broker_list=f"%{connection}%",
-        consumer_group=stream.consumer_group if stream else task.name,
+        consumer_group=stream.consumer_group,
         cardinality=func.Cardinality.MANY,
         data_type=func.DataType.BINARY,
         max_batch_size=task.options.batch_size,
         **event_hubs,
     )(handler)
+    _name_with_retry(app, task, builder)
+
+
+def _name_with_retry(app: func.FunctionApp, task: ReplicationTask, builder: Any) -> None:
+    """Every task's function: the retry policy (a target outage never loses data) and the task's name."""
     builder = app.retry(**RETRY)(builder)
     app.function_name(name=task.name)(builder)
