@@ -3,10 +3,13 @@ form and AMQPS) serves the current primary; clients keep working across planned 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
 
 from local_broker.fault_cli import call_control
+from local_broker.geo_cli import main as geo_cli
 from local_broker.server import BrokerServer
 
 
@@ -58,6 +61,20 @@ def test_planned_promotion_keeps_every_message_and_the_same_client(tmp_path, for
         status = _control(server, "GET", "")
         assert [(r["region"], r["role"], r["state"]) for r in status["replicas"]] == [
             ("west", "Secondary", "Ready"), ("north", "Primary", "Ready")]
+
+
+def test_sbfed_broker_geo(capsys):
+    with BrokerServer(_topology("synchronous")) as server:
+        ns = server.namespaces["orders"]
+        where = ["--admin", f"https://localhost:{ns.admin_port}", "--key", ns.policy.key, "--cert",
+                 server.cert_path]
+        assert geo_cli([*where, "promote", "north", "--forced"]) == 0
+        assert json.loads(capsys.readouterr().out)["primary"] == "north"
+        assert geo_cli([*where, "region", "west", "--down", "--latency-ms", "5"]) == 0
+        west = json.loads(capsys.readouterr().out)["replicas"][0]
+        assert (west["state"], west["latency_ms"]) == ("Unavailable", 5)
+        assert geo_cli([*where, "promote", "west"]) == 1
+        assert "The region 'west' is unavailable" in capsys.readouterr().err
 
 
 def test_forced_promotion_after_a_region_outage_loses_only_the_unshipped(tmp_path):
