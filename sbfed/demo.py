@@ -1,10 +1,12 @@
-"""`sbfed demo` (what `make demo` runs): the outage drill of each federation pattern on the local broker,
-then `sbfed reconcile` (spark_reconcile) on each drill's audit logs, then one table and the reports' paths.
+"""`sbfed demo` (what `make demo` runs): the outage drill of each federation pattern and of Geo-Replication on
+the local broker, then `sbfed reconcile` (spark_reconcile) on each drill's audit logs, then one table and the
+reports' paths.
 
 Each drill (docs/drills.md) starts `sbfed broker serve` and `sbfed functions run` as processes, applies the
 pattern, runs a producer and a consumer, and takes the primary down through the control API. The
 reconciliation then reads the audit logs the drill left and writes its JSON summary and HTML report:
-mirror mode for all-active, replica and exactly-once modes for active-passive, exactly-once for spillover.
+mirror mode for all-active, replica and exactly-once modes for active-passive, exactly-once for spillover
+and Geo-Replication (whose drill starts no Functions host: the broker replicates).
 `--patterns` also takes the recipes (latency, routing, consolidation, editing): replica mode from the
 origin for latency, exactly-once for the others. While one drill runs (active-passive, else the first),
 `sbfed reconcile --follow` watches its audit logs in a process of its own (sbfed/demo_follow.py); its
@@ -38,7 +40,9 @@ from patterns.drills.summary import format_summary
 from sbfed.demo_follow import FOLLOW_WARMUP_S, FollowRun
 from topology.durations import parse_duration
 
-PATTERNS = ("all-active", "active-passive", "spillover")  # the default run; --patterns also takes the recipes
+# the default run: the three federation patterns and Geo-Replication beside them; --patterns also takes the
+# recipes and geo-replication-async
+PATTERNS = ("all-active", "active-passive", "spillover", "geo-replication")
 GRACE = "10s"  # a replica later than this after its source is reported late (the outage delays some)
 
 
@@ -199,7 +203,8 @@ def kept_broker(settings: DrillSettings, work_dir: Path, stack: contextlib.ExitS
     """The last drill runs on a broker the demo starts itself, so it outlives the drill: a person can look
     at what the drill left in the web console before the demo stops it."""
     (work_dir / "logs").mkdir(parents=True, exist_ok=True)
-    broker = BrokerProcess(settings.namespaces, work_dir)
+    broker = BrokerProcess(settings.namespaces, work_dir,
+                           topology=SCENARIOS[settings.pattern].broker_topology(settings.namespaces))
     stack.callback(broker.stop)
     broker.start()
     return dataclasses.replace(settings, broker_file=broker.ready_path)

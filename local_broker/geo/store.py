@@ -237,7 +237,7 @@ class GeoStore:
                     self._seed(replica)
             self._trim()
             self.shipped.notify_all()
-            return {"primary": region, "mode": "forced" if forced else "planned",
+            return {"primary": region, "promotion": "forced" if forced else "planned",
                     "lost_operations": len(lost),
                     "lost_message_ids": [i for entry in lost for i in entry.message_ids()]}
 

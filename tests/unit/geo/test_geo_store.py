@@ -52,7 +52,7 @@ def geo_namespace(tmp_path: Path, synchronous: bool, max_lag: float = 10.0):
 
 def _promote(ns: Namespace, geo: GeoStore, region: str, forced: bool) -> dict:
     report = geo.promote(region, forced)
-    ns._reload()  # what the broker does on the reactor after a promotion
+    ns.reopen()  # what the broker does on the reactor after a promotion
     return report
 
 
@@ -85,7 +85,8 @@ def test_a_planned_promotion_serves_everything_the_primary_had(tmp_path, synchro
     _workload(ns)
     before = _view(ns)
     report = _promote(ns, geo, "north", forced=False)
-    assert report == {"primary": "north", "mode": "planned", "lost_operations": 0, "lost_message_ids": []}
+    assert report == {"primary": "north", "promotion": "planned", "lost_operations": 0,
+                      "lost_message_ids": []}
     assert _view(ns) == before
     assert ns.get_rule("t", "a", "big").filter == SqlFilter("n > 1")
     assert ns.get_session_state("sq", "A") == b"state"
@@ -145,7 +146,7 @@ def test_asynchronous_lags_throttles_and_a_forced_promotion_loses_the_unshipped(
     geo.set_region("west", available=False)
     assert geo.pump() == 0  # a region that is down ships nothing
     report = _promote(ns, geo, "north", forced=True)
-    assert report == {"primary": "north", "mode": "forced", "lost_operations": 1,
+    assert report == {"primary": "north", "promotion": "forced", "lost_operations": 1,
                       "lost_message_ids": ["late-1", "late-2"]}
     assert [m.message_id for m in ns.peek("q", 0, 10)] == ["shipped"]
     west = geo.status()["replicas"][0]
