@@ -3,19 +3,14 @@ promotion would serve) holds every acknowledged send and settlement; a restart s
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from local_broker.engine import Namespace
 from local_broker.geo.hosting import GeoHost
 from local_broker.store import SqliteStore
+from tests.integration.killed_child import run_until_killed
 from topology import GeoReplicationSpec
-
-REPO = Path(__file__).resolve().parents[2]
 
 # Acknowledges as an adapter does: a line is printed only after the commit returned.
 CHILD = textwrap.dedent(
@@ -54,27 +49,13 @@ CHILD = textwrap.dedent(
 
 
 def test_kill_during_synchronous_replication_loses_no_acknowledged_message(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                             env=env, cwd=REPO)
     seen: dict[str, set[str]] = {"sent": set(), "completing": set(), "completed": set()}
 
     def record(line: str) -> None:
         kind, _, rest = line.strip().partition(" ")
         seen[kind].update(rest.split())
 
-    assert child.stdout is not None
-    try:
-        while len(seen["sent"]) < 1500:
-            line = child.stdout.readline()
-            assert line, "the child stopped before being killed"
-            record(line)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    for line in child.stdout.read().splitlines(keepends=True):
-        if line.endswith("\n"):
-            record(line)
+    run_until_killed(CHILD, [str(tmp_path)], record, lambda: len(seen["sent"]) >= 1500)
     acknowledged = seen["sent"] - seen["completing"]
 
     def held(region: str) -> set[str]:
