@@ -183,8 +183,8 @@ def _seconds(pair: dict[str, float | None]) -> str:
 
 
 def table(drills: list[DrillResult], reconciliations: list[Reconciliation]) -> str:
-    header = (f"{'pattern':<15} {'sent':>5} {'processed':>9} {'lost':>4} {'twice':>5} {'fail over s':>11} "
-              f"{'fail back s':>11} {'lag p50/p99 ms':>16}  {'drill':<5}  reconcile")
+    header = (f"{'pattern':<21} {'sent':>5} {'unsent':>6} {'processed':>9} {'lost':>4} {'twice':>5} "
+              f"{'fail over s':>11} {'fail back s':>11} {'lag p50/p99 ms':>16}  {'drill':<5}  reconcile")
     lines = [header, "-" * len(header)]
     for result in drills:
         s = result.summary
@@ -192,7 +192,7 @@ def table(drills: list[DrillResult], reconciliations: list[Reconciliation]) -> s
                                                                s["replication_lag_ms"]["p99"]))
         verdicts = ", ".join(f"{r.mode} {r.verdict.upper()}" for r in reconciliations
                              if r.pattern == s["pattern"])
-        lines.append(f"{s['pattern']:<15} {s['sent']:>5} {s['processed']:>9} {s['lost']:>4} "
+        lines.append(f"{s['pattern']:<21} {s['sent']:>5} {s['unsent']:>6} {s['processed']:>9} {s['lost']:>4} "
                      f"{s['processed_twice']:>5} {_seconds(s['time_to_fail_over_s']):>11} "
                      f"{_seconds(s['time_to_fail_back_s']):>11} {lag:>16}  "
                      f"{'PASS' if s['passed'] else 'FAIL':<5}  {verdicts or 'not run'}")
