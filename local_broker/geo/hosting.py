@@ -79,7 +79,12 @@ class GeoHost:
 
     def _on_fault_change(self, old: FaultState, new: FaultState) -> None:
         if (old.namespace_down is None) != (new.namespace_down is None):
-            self.store.set_region(self.store.primary, available=new.namespace_down is None)
+            self._set_region(self.store.primary, new.namespace_down is None, None)
+
+    def _set_region(self, region: str, available: bool | None, latency: float | None) -> None:
+        """On the reactor: seeding a returning replica reads the primary's store, which the reactor owns."""
+        assert self._call is not None, "a region changes after attach"
+        self._call(lambda: self.store.set_region(region, available, latency))
 
     # --- what the control API asks ----------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -90,7 +95,7 @@ class GeoHost:
         if region == self.store.primary and available is not None and self._faults is not None:
             self._faults.set({"namespace_down": None if available else "drop"})  # the listener marks it
             available = None
-        self.store.set_region(region, available, latency)
+        self._set_region(region, available, latency)
         return self.status()
 
     def promote(self, region: str, forced: bool) -> dict[str, Any]:

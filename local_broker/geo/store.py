@@ -54,6 +54,9 @@ class Replica:
 
 
 class GeoStore:
+    """Used by the reactor thread (writes, promotion, region changes: everything that touches the primary's
+    store) and the shipping thread (secondaries' stores only), each under `shipped`."""
+
     journaled = True
     pages = True
 
@@ -87,11 +90,12 @@ class GeoStore:
     def write(self, changes: ChangeSet) -> None:
         with self.shipped:
             self._admit()
+            self._reseed()
             self.current.write(changes)
             entry = self.log.append(changes if self.synchronous else frozen(changes), self.clock())
             if self.synchronous:
                 for replica in self.secondaries():
-                    if not self._apply(replica, entry):
+                    if not self._apply(replica, entry):  # the primary has it: the next write seeds
                         raise ServerBusyError(
                             f"Geo-replication: the secondary region '{replica.region}' could not apply this "
                             "operation; it is seeded again from the primary. Retry.")
@@ -180,6 +184,13 @@ class GeoStore:
         positions = [r.applied for r in self.secondaries()]
         self.log.trim(min(positions) if positions else self.log.position)
 
+    def _reseed(self) -> None:
+        """Seed again every replica out of the replica set whose region is available (one that failed to
+        apply an entry, an old primary back after a forced promotion)."""
+        for replica in self.replicas.values():
+            if replica.region != self.primary and replica.available and not replica.attached:
+                self._seed(replica)
+
     def _seed(self, replica: Replica) -> None:
         """Make `replica` a copy of the primary's database as of now, in the replica set again."""
         replica.store.close()
@@ -196,8 +207,7 @@ class GeoStore:
                 replica.available = available
             if latency is not None:
                 replica.latency = latency
-            if replica.available and not replica.attached and region != self.primary:
-                self._seed(replica)
+            self._reseed()
             self.shipped.notify_all()
 
     def promote(self, region: str, forced: bool) -> dict[str, Any]:
@@ -232,9 +242,7 @@ class GeoStore:
             target.store.close()  # opened again: its in-memory state (payload ids) from what it now holds
             target.store = self.open_store(target.path)
             self.primary = region
-            for replica in self.replicas.values():
-                if replica is not target and replica.available and not replica.attached:
-                    self._seed(replica)
+            self._reseed()
             self._trim()
             self.shipped.notify_all()
             return {"primary": region, "promotion": "forced" if forced else "planned",

@@ -17,6 +17,7 @@ from local_broker.engine import (
     RuleProperties,
     ServerBusyError,
     SqlFilter,
+    StoreWriteError,
     SubscriptionProperties,
     TopicProperties,
 )
@@ -196,3 +197,25 @@ def test_promotion_refusals(tmp_path):
     geo.set_region("north", available=False)
     with pytest.raises(GeoError, match="'north' is unavailable"):
         geo.promote("north", forced=True)
+
+
+def test_a_secondary_that_fails_to_apply_is_seeded_again_before_the_next_write(tmp_path):
+    ns, geo, _ = geo_namespace(tmp_path, synchronous=True)
+    ns.create_queue(QueueProperties("q"))
+    ns.commit()
+    north = geo.replicas["north"]
+    failing = north.store.write
+
+    def broken(changes):
+        north.store.write = failing  # once: a disk that recovers
+        raise StoreWriteError("disk error")
+
+    north.store.write = broken
+    ns.send("q", Message(b"a", message_id="kept-by-the-primary"))
+    with pytest.raises(ServerBusyError, match="could not apply"):
+        ns.commit()
+    assert geo.status()["replicas"][1]["state"] == "Seeding"
+    ns.send("q", Message(b"b", message_id="after"))
+    ns.commit()  # seeds north from the primary first, then replicates this one
+    _promote(ns, geo, "north", forced=True)
+    assert [m.message_id for m in ns.peek("q", 0, 10)] == ["kept-by-the-primary", "after"]
