@@ -197,6 +197,10 @@ def main(argv: list[str]) -> int:
                   f"  AMQPS / WebSockets (no emulator mode): {entry['amqps_connection_string']}\n"
                   f"  certificate (HTTPS, AMQPS, WebSockets; trust it as a CA): {entry['cert_path']}\n"
                   f"  console (one-time login link): {entry['console_url']}", flush=True)
+            if "geo_replication" in entry:
+                geo = entry["geo_replication"]
+                print(f"  geo-replicated ({geo['mode']}): primary {geo['primary']}, regions "
+                      f"{', '.join(geo['regions'])} (`sbfed broker geo`)", flush=True)
     if not args.print_json:
         print(f"data: {data_dir or 'in memory'}", flush=True)
         if own_cert and own_cert.read_bytes() != cert_before:

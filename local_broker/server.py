@@ -132,7 +132,8 @@ class HostedNamespace:
                 "admin_connection_string": self.admin_connection_string,
                 "emulator_connection_string": self.emulator_connection_string,
                 "emulator_admin_connection_string": self.emulator_admin_connection_string,
-                "cert_path": self.cert_path, "console_url": self.console_url}
+                "cert_path": self.cert_path, "console_url": self.console_url,
+                **({"geo_replication": self.geo.summary()} if self.geo is not None else {})}
 
 
 def _client_host(host: str) -> str:

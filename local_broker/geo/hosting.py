@@ -90,6 +90,12 @@ class GeoHost:
     def status(self) -> dict[str, Any]:
         return self.store.status()
 
+    def summary(self) -> dict[str, Any]:
+        """What `sbfed broker serve` prints of it: the primary, the regions, the mode."""
+        status = self.store.status()
+        return {"primary": status["primary"], "regions": [r["region"] for r in status["replicas"]],
+                "mode": status["mode"]}
+
     def set_region(self, region: str, available: bool | None, latency_ms: int | None) -> dict[str, Any]:
         latency = None if latency_ms is None else latency_ms / 1000.0
         if region == self.store.primary and available is not None and self._faults is not None:

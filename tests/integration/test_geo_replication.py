@@ -8,6 +8,7 @@ import json
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
 
+from local_broker import store_cli
 from local_broker.fault_cli import call_control
 from local_broker.geo_cli import main as geo_cli
 from local_broker.server import BrokerServer
@@ -77,7 +78,7 @@ def test_sbfed_broker_geo(capsys):
         assert "The region 'west' is unavailable" in capsys.readouterr().err
 
 
-def test_forced_promotion_after_a_region_outage_loses_only_the_unshipped(tmp_path):
+def test_forced_promotion_after_a_region_outage_loses_only_the_unshipped(tmp_path, capsys):
     topology = _topology("asynchronous", max_lag="PT1M")
     with BrokerServer(topology, data_dir=str(tmp_path)) as server:
         conn = server.namespaces["orders"].connection_string
@@ -94,6 +95,9 @@ def test_forced_promotion_after_a_region_outage_loses_only_the_unshipped(tmp_pat
             assert sorted(_drain(client)) == ["after", "shipped"]
     with BrokerServer(topology, data_dir=str(tmp_path)) as server:  # a restart keeps the promoted primary
         assert _control(server, "GET", "")["primary"] == "north"
+    assert store_cli.main("check", ["--data", str(tmp_path)]) == 0  # each region's replica is checked
+    checked = capsys.readouterr().out
+    assert "regions/north/orders.db: ok" in checked and "regions/west/orders.db: ok" in checked
 
 
 def test_a_namespace_without_geo_replication_says_so(tmp_path):
