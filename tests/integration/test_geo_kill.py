@@ -15,35 +15,31 @@ from topology import GeoReplicationSpec
 # Acknowledges as an adapter does: a line is printed only after the commit returned.
 CHILD = textwrap.dedent(
     """
-    import sys
+    import itertools, sys
     from pathlib import Path
-    from local_broker.engine import Message, QueueProperties, EntityAlreadyExistsError
+    from local_broker.engine import Message, QueueProperties
     from local_broker.engine.namespace import Namespace
     from local_broker.geo.hosting import GeoHost
     from topology import GeoReplicationSpec
 
     geo = GeoHost("orders", GeoReplicationSpec(["west", "north"], "west", "synchronous"), Path(sys.argv[1]))
     ns = Namespace.open(geo.store)
-    try:
-        ns.create_queue(QueueProperties("q"))
-    except EntityAlreadyExistsError:
-        pass
+    ns.create_queue(QueueProperties("q"))  # a new data directory
     ns.commit()
-    out = sys.stdout
-    batch = 0
-    while True:
+
+    def acknowledged(kind, ids):
+        print(kind, *ids, flush=True)
+
+    for batch in itertools.count():
         ids = [f"m{batch}-{i}" for i in range(10)]
         ns.send("q", [Message(i.encode(), message_id=i) for i in ids])
         ns.commit()
-        out.write("sent " + " ".join(ids) + "\\n")
+        acknowledged("sent", ids)
         got = ns.receive("q", 4)
-        out.write("completing " + " ".join(m.message_id for m in got) + "\\n")
-        out.flush()
+        acknowledged("completing", [m.message_id for m in got])
         ns.complete("q", [m.lock_token for m in got])
         ns.commit()
-        out.write("completed " + " ".join(m.message_id for m in got) + "\\n")
-        out.flush()
-        batch += 1
+        acknowledged("completed", [m.message_id for m in got])
     """
 )
 
