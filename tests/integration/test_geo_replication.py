@@ -4,9 +4,11 @@ form and AMQPS) serves the current primary; clients keep working across planned 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
+from azure.servicebus.exceptions import ServiceBusServerBusyError
 
 from local_broker import store_cli
 from local_broker.fault_cli import call_control
@@ -106,3 +108,23 @@ def test_a_namespace_without_geo_replication_says_so(tmp_path):
         status, answer = call_control(f"https://localhost:{ns.admin_port}", ns.policy.name, ns.policy.key,
                                       server.cert_path, "GET", "geo", None)
         assert status == 404 and "not geo-replicated" in answer["error"]["message"]
+
+
+def test_the_primary_throttles_with_server_busy_beyond_the_maximum_lag():
+    with BrokerServer(_topology("asynchronous", max_lag="PT1S")) as server:
+        _control(server, "PUT", "/regions/north", {"latency_ms": 600_000})  # nothing reaches it
+        conn = server.namespaces["orders"].connection_string
+        with ServiceBusClient.from_connection_string(conn, retry_total=0) as client, \
+                client.get_queue_sender("q") as sender:
+            _send(sender, ["first"])
+            time.sleep(1.2)
+            with pytest.raises(ServiceBusServerBusyError):
+                _send(sender, ["throttled"])
+            north = _control(server, "GET", "")["replicas"][1]
+            assert north["lag_seconds"] > 1 and north["pending_operations"] >= 1
+            _control(server, "PUT", "/regions/north", {"latency_ms": 0})  # it catches up: served again
+            deadline = time.monotonic() + 10
+            while _control(server, "GET", "")["replicas"][1]["pending_operations"]:
+                assert time.monotonic() < deadline, "the secondary did not catch up"
+                time.sleep(0.05)
+            _send(sender, ["after"])
