@@ -78,12 +78,13 @@ def reconcile_modes(settings: DrillSettings) -> dict[str, list[str]]:
     optimization copies everything from its origin to every hub (replica mode, a comparison per hub); the
     other recipes deliver each message to one place or several chosen ones, or quarantine it, so only
     their consumers' `processed` records can say nothing was lost (exactly-once: a message routed to two
-    targets counts as a duplicate there)."""
-    primary, secondary = settings.namespaces[:2]
+    targets counts as a duplicate there). Geo-Replication's one namespace: exactly-once too."""
+    primary, *others = settings.namespaces
     exactly_once = ["--mode", "exactly-once", "--expected-event", "sent"]
     if settings.pattern == "all-active":
         return {"mirror": ["--mode", "mirror"]}
     if settings.pattern == "active-passive":
+        secondary = others[0]
         ttl = parse_duration(settings.ttl).total_seconds()
         replica = ["--mode", "replica", "--source", primary, "--replica-ttl", f"{secondary}={ttl:g}s"]
         return {"replica": replica, "exactly-once": exactly_once}
