@@ -2,7 +2,8 @@
 
 Models the reactor: each turn sends batch k, receives batch k-1, completes batch k-2, then commits
 once, so with the durable store every message is inserted, lock-updated and deleted on disk
-(nothing is coalesced away). Prints messages per second for the in-memory and the SQLite store.
+(nothing is coalesced away). Prints messages per second for the in-memory and the SQLite store, and for a
+geo-replicated namespace (docs/geo-replication.md: two SQLite stores, synchronous and asynchronous).
 
     .venv/bin/python bench/engine.py [--messages N] [--batch B] [--profile]
 """
@@ -15,11 +16,13 @@ import gc
 import pstats
 import statistics
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from local_broker.engine import FakeClock, Message, Namespace, QueueProperties, ReceiveMode
+from local_broker.geo.store import GeoStore, Replica
 from local_broker.store import MemoryStore, SqliteStore
 
 BODY = b"x" * 1024
@@ -57,6 +60,31 @@ def run(
     cpu = time.process_time() - cpu_start
     assert ns.get_queue_runtime_properties("bench").total_message_count == 0
     return Rate(turns * batch / elapsed, turns * batch / cpu)
+
+
+def _normal(path: Path) -> SqliteStore:
+    return SqliteStore(path, synchronous="NORMAL")
+
+
+def geo_run(folder: Path, total: int, batch: int, synchronous: bool) -> Rate:
+    """`run` on a namespace replicated from one SQLite store to another; asynchronous counts the time until
+    the secondary has everything too."""
+    replicas = [Replica(region, folder / f"{region}.db", _normal(folder / f"{region}.db"))
+                for region in ("west", "north")]
+    store = GeoStore(replicas, "west", synchronous, 3600.0, _normal)
+    stopped = threading.Event()
+    shipper = threading.Thread(target=store.ship_until, args=(stopped,), daemon=True)
+    shipper.start()
+    ns = Namespace.open(store, clock=FakeClock())
+    start, cpu_start = time.perf_counter(), time.process_time()
+    run(ns, total, batch)
+    while store.log.entries:  # everything on the secondary
+        time.sleep(0.001)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    stopped.set()
+    shipper.join()
+    ns.close()
+    return Rate(total // batch * batch / elapsed, total // batch * batch / cpu)
 
 
 def _report(label: str, rates: list[Rate], target: str) -> None:
@@ -101,6 +129,14 @@ def main() -> None:
                 rates.append(run(durable, args.messages // 2, args.batch))
                 durable.close()
             _report(f"SQLite WAL synchronous={sync}", rates, "20,000")
+        for synchronous in (True, False):
+            rates = []
+            for i in range(args.repeat):
+                folder = Path(tmp) / f"geo-{synchronous}-{i}"
+                folder.mkdir()
+                rates.append(geo_run(folder, args.messages // 2, args.batch, synchronous))
+            mode = "synchronous" if synchronous else "asynchronous"
+            _report(f"geo-replicated, {mode}", rates, "half of NORMAL")
     # What a server process can do once it has started: keep the start-up objects out of the collector
     # and collect the young generation less often (messages live only from send to settlement).
     gc.freeze()

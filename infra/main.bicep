@@ -20,7 +20,7 @@ param namePrefix string
 })
 param location string
 
-@description('Service Bus namespaces from the topology file: [{name, location, sku, queues, topics, roleAssignments}].')
+@description('Service Bus namespaces from the topology file: [{name, location, sku, geoDataReplication, queues, topics, roleAssignments}].')
 param namespaces array
 
 @description('Connection settings the tasks name: [{setting, namespace}]. Each becomes <setting>__fullyQualifiedNamespace.')

@@ -6,6 +6,7 @@
                        [--print-json] [--ready-file PATH] [--log-level INFO]
                        [--max-connections 5000] [--handshake-timeout 20] [--max-size-mb 409600]
     sbfed broker fault ...            inject faults into a running namespace (local_broker.fault_cli)
+    sbfed broker geo ...              a geo-replicated namespace's replicas: status, promote (geo_cli)
     sbfed broker check --data DIR     verify every namespace's store (local_broker.store_cli)
     sbfed broker recover --data DIR --namespace NS --out NEWDIR    salvage a damaged store into a new one
 
@@ -57,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                                      description="The local Service Bus-compatible broker.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     sub.add_parser("fault", help="inject faults into a running namespace (see `sbfed broker fault --help`)")
+    sub.add_parser("geo", help="a geo-replicated namespace's replicas: status, promote, region outages (see "
+                               "`sbfed broker geo --help`)")
     sub.add_parser("trust", help="trust the broker's certificate for every client on this machine, once "
                                  "(--undo to stop; see `sbfed broker trust --help`)")
     sub.add_parser("check", help="verify every namespace's store in a data directory, read-only (see "
@@ -130,6 +133,10 @@ def main(argv: list[str]) -> int:
         from local_broker import fault_cli
 
         return fault_cli.main(argv[1:])
+    if argv and argv[0] == "geo":
+        from local_broker import geo_cli
+
+        return geo_cli.main(argv[1:])
     if argv and argv[0] == "trust":
         from local_broker import trust
 
@@ -190,6 +197,10 @@ def main(argv: list[str]) -> int:
                   f"  AMQPS / WebSockets (no emulator mode): {entry['amqps_connection_string']}\n"
                   f"  certificate (HTTPS, AMQPS, WebSockets; trust it as a CA): {entry['cert_path']}\n"
                   f"  console (one-time login link): {entry['console_url']}", flush=True)
+            if "geo_replication" in entry:
+                geo = entry["geo_replication"]
+                print(f"  geo-replicated ({geo['mode']}): primary {geo['primary']}, regions "
+                      f"{', '.join(geo['regions'])} (`sbfed broker geo`)", flush=True)
     if not args.print_json:
         print(f"data: {data_dir or 'in memory'}", flush=True)
         if own_cert and own_cert.read_bytes() != cert_before:

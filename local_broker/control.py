@@ -7,6 +7,9 @@ Routes (JSON in and out; the caller needs a SAS token with the Manage right, lik
     PUT  /$control/partitions/{entity}/{id}        {"available": false|true}
     GET  /$control/status/{entity}                 {"entity": ..., "status": ...}
     PUT  /$control/status/{entity}                 {"status": "Active"|"Disabled"|"SendDisabled"|...}
+    GET  /$control/geo                             a geo-replicated namespace's replicas: role, state, lag
+    POST /$control/geo/promote                     {"region": R, "mode": "planned"|"forced"}
+    PUT  /$control/geo/regions/{region}            {"available": false|true, "latency_ms": N}
 
 `{entity}` is a queue or topic path, or `{topic}/subscriptions/{sub}`. Partition and status changes go
 through the engine (its semantics, its errors); namespace-wide faults live in `NamespaceFaults`.
@@ -19,7 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from local_broker.engine import BrokerError, EntityNotFoundError, EntityStatus
-from local_broker.faults import NamespaceFaults
+from local_broker.faults import MAX_LATENCY_MS, NamespaceFaults
+from local_broker.geo.store import GeoError
 from local_broker.wire.admin.operations import RunOnEngine, parse_target
 
 CONTROL_PREFIX = "$control"
@@ -58,10 +62,12 @@ def _json_object(body: bytes) -> dict[str, Any]:
 class ControlApi:
     """Answers `/$control/...` requests for one namespace."""
 
-    def __init__(self, namespace_name: str, faults: NamespaceFaults, run_on_engine: RunOnEngine) -> None:
+    def __init__(self, namespace_name: str, faults: NamespaceFaults, run_on_engine: RunOnEngine,
+                 geo: Any = None) -> None:
         self.namespace_name = namespace_name
         self.faults = faults
         self.run_on_engine = run_on_engine
+        self.geo = geo  # local_broker.geo.hosting.GeoHost, for a geo-replicated namespace
 
     def handle(self, method: str, segments: list[str], body: bytes) -> ControlResponse:
         """`segments` is the path after `$control`, percent-decoded."""
@@ -69,6 +75,8 @@ class ControlApi:
             return self._route(method, segments, body)
         except ControlError as exc:
             return control_error(exc.status, exc.message)
+        except GeoError as exc:
+            return control_error(exc.status, str(exc))
         except BrokerError as exc:
             return control_error(exc.http_status, exc.description)
 
@@ -89,10 +97,33 @@ class ControlApi:
             entity = "/".join(segments[1:])
             status = _json_object(body).get("status") if method == "PUT" else None
             return self._status(entity, status)
+        elif head == "geo":
+            return self._geo(method, segments[1:], _json_object(body) if method != "GET" else {})
         raise ControlError(404, f"No control route {method} /{CONTROL_PREFIX}/{'/'.join(segments)}.")
 
     def _faults(self) -> ControlResponse:
         return ControlResponse(200, {"namespace": self.namespace_name, **self.faults.state.to_json()})
+
+    def _geo(self, method: str, rest: list[str], body: dict[str, Any]) -> ControlResponse:
+        if self.geo is None:
+            raise ControlError(404, f"The namespace '{self.namespace_name}' is not geo-replicated (declare "
+                                    "geo_replication in its topology).")
+        if method == "GET" and not rest:
+            return ControlResponse(200, self.geo.status())
+        if method == "POST" and rest == ["promote"]:
+            mode = body.get("mode", "planned")
+            if not isinstance(body.get("region"), str) or mode not in ("planned", "forced"):
+                raise ControlError(400, 'The body must be {"region": "...", "mode": "planned"|"forced"}.')
+            return ControlResponse(200, self.geo.promote(body["region"], forced=mode == "forced"))
+        if method == "PUT" and len(rest) == 2 and rest[0] == "regions":
+            available, latency = body.get("available"), body.get("latency_ms")
+            if (available is not None and not isinstance(available, bool)) or (
+                    latency is not None and (isinstance(latency, bool) or not isinstance(latency, int)
+                                             or not 0 <= latency <= MAX_LATENCY_MS)):
+                raise ControlError(400, 'The body must be {"available": true|false, "latency_ms": '
+                                        f'0..{MAX_LATENCY_MS}}} (either may be left out).')
+            return ControlResponse(200, self.geo.set_region(rest[1], available, latency))
+        raise ControlError(404, f"No control route {method} /{CONTROL_PREFIX}/geo/{'/'.join(rest)}.")
 
     def _set_partition(self, entity: str, partition: str, body: dict[str, Any]) -> ControlResponse:
         available = body.get("available")

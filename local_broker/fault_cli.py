@@ -35,11 +35,7 @@ TIMEOUT_SECONDS = 30
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sbfed broker fault", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--admin", required=True, help="management endpoint, e.g. https://127.0.0.1:5300")
-    parser.add_argument("--key-name", default=DEFAULT_POLICY_NAME,
-                        help="SAS policy with the Manage right (default: %(default)s)")
-    parser.add_argument("--key", required=True, help="the policy's key")
-    parser.add_argument("--cert", help="the broker's certificate (PEM) to trust for https")
+    control_arguments(parser)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     action = functools.partial(_action, actions)
     action("show", "print the fault state")
@@ -58,6 +54,15 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("entity", help="queue, topic or TOPIC/subscriptions/SUB")
     status.add_argument("status", nargs="?", help="Active, Disabled, SendDisabled or ReceiveDisabled")
     return parser
+
+
+def control_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the namespace's control API is and how to sign for it (shared with `sbfed broker geo`)."""
+    parser.add_argument("--admin", required=True, help="management endpoint, e.g. https://127.0.0.1:5300")
+    parser.add_argument("--key-name", default=DEFAULT_POLICY_NAME,
+                        help="SAS policy with the Manage right (default: %(default)s)")
+    parser.add_argument("--key", required=True, help="the policy's key")
+    parser.add_argument("--cert", help="the broker's certificate (PEM) to trust for https")
 
 
 def _action(actions: argparse._SubParsersAction, name: str, summary: str) -> argparse.ArgumentParser:
@@ -108,22 +113,26 @@ def call_control(admin: str, key_name: str, key: str, cert: str | None, method: 
             return error.code, {"error": {"code": error.code, "message": payload.decode(errors="replace")}}
 
 
-def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
-    method, route, body = _request(args)
+def run(prog: str, args: argparse.Namespace, method: str, route: str, body: dict[str, object] | None) -> int:
+    """Make the call, print its JSON answer (exit 0) or one line saying what went wrong (exit 1)."""
     try:
         status, answer = call_control(args.admin, args.key_name, args.key, args.cert, method, route, body)
     except (ValueError, OSError) as exc:
         hint = " (pass the broker's certificate with --cert)" if "CERTIFICATE_VERIFY" in str(exc) else ""
-        print(f"sbfed broker fault: cannot reach {args.admin}: {exc}{hint}", file=sys.stderr)
+        print(f"{prog}: cannot reach {args.admin}: {exc}{hint}", file=sys.stderr)
         return 1
     if status >= 400:
         error = answer.get("error")
         message = error.get("message") if isinstance(error, dict) else answer
-        print(f"sbfed broker fault: {status}: {message}", file=sys.stderr)
+        print(f"{prog}: {status}: {message}", file=sys.stderr)
         return 1
     print(json.dumps(answer, indent=2))
     return 0
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    return run("sbfed broker fault", args, *_request(args))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ from local_broker.endpoints import DEFAULT_PORTS, Endpoint, PortChoice, choose, 
 from local_broker.engine import NamespaceConfig, SystemClock
 from local_broker.engine.namespace import Namespace
 from local_broker.faults import FaultState, NamespaceFaults
+from local_broker.geo.hosting import GeoHost
+from local_broker.geo.store import GeoStore
 from local_broker.store import MemoryStore, SqliteStore
 from local_broker.store.problems import opening, writing
 from local_broker.tls import Certificate, ensure_certificate, supplied_certificate
@@ -84,6 +86,7 @@ class HostedNamespace:
     faults: NamespaceFaults
     endpoint: NamespaceEndpoint
     console_url: str = ""  # the console's one-time login link (empty once used)
+    geo: GeoHost | None = None  # a geo-replicated namespace's replicas and promotion
 
     def _connection_string(self, host: str, port: str, suffix: str) -> str:
         return (f"Endpoint=sb://{host}{port};SharedAccessKeyName={self.policy.name};"
@@ -129,7 +132,8 @@ class HostedNamespace:
                 "admin_connection_string": self.admin_connection_string,
                 "emulator_connection_string": self.emulator_connection_string,
                 "emulator_admin_connection_string": self.emulator_admin_connection_string,
-                "cert_path": self.cert_path, "console_url": self.console_url}
+                "cert_path": self.cert_path, "console_url": self.console_url,
+                **({"geo_replication": self.geo.summary()} if self.geo is not None else {})}
 
 
 def _client_host(host: str) -> str:
@@ -148,6 +152,28 @@ def _browser_host(host: str) -> str:
 
 class PortInUseError(OSError):
     """A port the broker must listen on is taken; the message names it and how to choose another."""
+
+
+class GeoWalSync:
+    """WalSync for a geo-replicated namespace: the primary's log, and in synchronous mode every secondary's
+    (they hold what was acknowledged too); a replica seeded or opened again gets a new one."""
+
+    def __init__(self, store: GeoStore) -> None:
+        self.store = store
+        self._syncs: dict[tuple[str, int], WalSync] = {}
+
+    def __call__(self) -> None:
+        store = self.store
+        replicas = [store.replicas[store.primary], *(store.secondaries() if store.synchronous else ())]
+        for replica in replicas:
+            key = (replica.region, id(replica.store))
+            if key not in self._syncs:
+                self._syncs[key] = WalSync(replica.path)
+            self._syncs[key]()
+
+    def close(self) -> None:
+        for sync in self._syncs.values():
+            sync.close()
 
 
 class WalSync:
@@ -261,6 +287,7 @@ class BrokerServer:
         self.thread = EngineThread()
         self._admins: list[AdminServer] = []
         self._temp_dir: str | None = None
+        self._geo: dict[str, GeoHost] = {}
         self.cert_path = ""
 
     # --- lifecycle ------------------------------------------------------------------------------------
@@ -333,6 +360,10 @@ class BrokerServer:
                     endpoint.accept_connection, faults, self.handshake_timeout, layer)
             self.thread.on_closing(listeners[kind].close)
         self.thread.on_closing(endpoint.close)
+        geo = self._geo.get(spec.name)
+        if geo is not None:
+            geo.attach(self.thread.call, engine, endpoint, faults)
+            self.thread.on_closing(geo.close)  # shipping stops before the stores close
         self.thread.on_closing(engine.close)
         faults.on_change(lambda old, new, e=endpoint: self._on_fault_change(e, old, new))
 
@@ -348,14 +379,15 @@ class BrokerServer:
                             requests=endpoint.requests,
                             messaging=MessagingApi(spec.name, auth, faults,
                                                    lambda fn: self.thread.call(fn, participant=endpoint),
-                                                   HeadRequests(engine, self.thread, endpoint)))
+                                                   HeadRequests(engine, self.thread, endpoint)),
+                            geo=geo)
         self._admins.append(admin)
         self.namespaces[spec.name] = HostedNamespace(
             name=spec.name, host=self.host, amqp_port=listeners["amqp_port"].port,
             admin_port=chosen.ports["admin_port"], amqps_port=listeners["amqps_port"].port,
             websocket_port=listeners["websocket_port"].port,
             policy=_connection_policy(chosen.policies), cert_path=str(certificate.cert_path), engine=engine,
-            faults=faults, endpoint=endpoint)
+            faults=faults, endpoint=endpoint, geo=geo)
 
     def _open_engine(self, spec: NamespaceSpec) -> tuple[Any, WalSync | None]:
         """The engine of a namespace, and how to flush its commits to disk (None: nothing to flush)."""
@@ -363,6 +395,8 @@ class BrokerServer:
                                  max_message_size_in_kilobytes=spec.local.get("max_message_size_kb", 256))
         if self.max_size_mb is not None:
             config.max_size_in_megabytes = self.max_size_mb
+        if spec.geo_replication is not None:
+            return self._open_geo(spec, config)
         if self.in_memory:
             return Namespace.open(MemoryStore(), config=config, clock=SystemClock()), None
         path = Path(self.data_dir) / f"{spec.name}.db"
@@ -373,6 +407,15 @@ class BrokerServer:
             store = SqliteStore(str(path), synchronous="NORMAL")
             engine = Namespace.open(store, config=config, clock=SystemClock())
         return engine, (WalSync(path) if self.synchronous == "FULL" else None)
+
+    def _open_geo(self, spec: NamespaceSpec, config: NamespaceConfig) -> tuple[Any, GeoWalSync | None]:
+        """A geo-replicated namespace: one SQLite store per region (in the temporary directory when the
+        broker keeps nothing), the engine on the current primary's."""
+        root = Path(str(self.data_dir or self._temp_dir))
+        with opening(root / "regions", spec.name):
+            geo = self._geo[spec.name] = GeoHost(spec.name, spec.geo_replication, root)
+            engine = Namespace.open(geo.store, config=config, clock=SystemClock())
+        return engine, (GeoWalSync(geo.store) if self.synchronous == "FULL" else None)
 
     def _problems(self, engine: Any, endpoint: NamespaceEndpoint,
                   listeners: dict[str, SaslListener]) -> list[str]:

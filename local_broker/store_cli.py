@@ -20,7 +20,9 @@ from local_broker.store.salvage import check, recover
 def check_parser() -> argparse.ArgumentParser:
     checking = argparse.ArgumentParser(
         prog="sbfed broker check",
-        description="SQLite's integrity check and sbfed's own invariants for every <namespace>.db in DIR; "
+        description="SQLite's integrity check and sbfed's own invariants for every <namespace>.db in DIR "
+                    "(and each region's replica of a geo-replicated namespace, "
+                    "regions/<region>/<namespace>.db); "
                     "one line per store (ok, or each problem). Nothing is written. Exit 2 if a store is not "
                     "sound.")
     checking.add_argument("--data", required=True, metavar="DIR", help="the broker's data directory")
@@ -46,7 +48,7 @@ def main(command: str, argv: list[str]) -> int:
     args = (check_parser() if command == "check" else recover_parser()).parse_args(argv)
     data = Path(args.data)
     if command == "check":
-        stores = sorted(data.glob("*.db"))
+        stores = sorted([*data.glob("*.db"), *data.glob("regions/*/*.db")])
         if not stores:
             print(f"{data}: no namespace store (<namespace>.db) here", file=sys.stderr)
             return 2

@@ -12,13 +12,23 @@ A property ARM cannot carry is an error here, not a silent drop at deploy time.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topology import NamespaceSpec, QueueSpec, RuleSpec, Topology, TopologyError, creation_order
+from topology import (
+    GeoReplicationSpec,
+    NamespaceSpec,
+    QueueSpec,
+    RuleSpec,
+    Topology,
+    TopologyError,
+    creation_order,
+)
+from topology.durations import format_duration
 from topology.problems import check_value
 from topology.schema import FORWARDING, PROPERTIES
 
@@ -36,6 +46,12 @@ _NAMESPACE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 MAX_STANDARD_PARTITIONS = 32  # partitions of an event hub in a Standard namespace
 # ARM rule filters and actions are SQL-92 expressions at compatibility level 20 (the only level there is).
 SQL_COMPATIBILITY_LEVEL = 20
+
+
+# Geo-Replication (Microsoft.ServiceBus/namespaces@2023-01-01-preview, properties.geoDataReplication):
+# maxReplicationLagDurationInSeconds is 0 (synchronous) or 5 minutes to 1 day; one secondary region.
+GEO_MAX_LAG = (dt.timedelta(minutes=5), dt.timedelta(days=1))
+GEO_REGIONS = 2
 
 
 class InfraError(TopologyError):
@@ -222,12 +238,53 @@ def _ordered_queues(ns: NamespaceSpec) -> list[QueueSpec]:
     return [step.spec for step in creation_order(ns) if step.kind == "queue"]  # type: ignore[misc]
 
 
+def arm_geo_replication(geo: GeoReplicationSpec, where: str, sku: str) -> dict[str, Any]:
+    """A topology's `geo_replication` as ARM `geoDataReplication`: the primary's and the secondary's regions
+    with their roles, and the maximum lag Azure accepts (0: synchronous)."""
+    where = f"{where}/geo_replication"
+    if sku != "Premium":
+        raise InfraError(f"{where}: Geo-Replication needs a Premium namespace (use --sku Premium)")
+    if len(geo.regions) > GEO_REGIONS:
+        raise InfraError(f"{where}: regions: Azure replicates to one secondary region, not "
+                         f"{len(geo.regions) - 1}")
+    lag = 0
+    if geo.mode == "asynchronous":
+        least, most = GEO_MAX_LAG
+        if not least <= geo.max_lag <= most:
+            raise InfraError(f"{where}: max_lag: Azure accepts {format_duration(least)} to "
+                             f"{format_duration(most)} for asynchronous replication, not "
+                             f"{format_duration(geo.max_lag)} (shorter lags are for the local broker's "
+                             "drills)")
+        lag = int(geo.max_lag.total_seconds())
+    roles = {region: "Primary" if region == geo.primary else "Secondary" for region in geo.regions}
+    return {"locations": [{"locationName": region, "roleType": role} for region, role in roles.items()],
+            "maxReplicationLagDurationInSeconds": lag}
+
+
+def _location(ns: NamespaceSpec, locations: dict[str, str]) -> str:
+    """The namespace's Azure region: the location map's; a geo-replicated namespace's, its primary region."""
+    where = f"namespaces/{ns.name}"
+    given = locations.get(ns.name)
+    if ns.geo_replication is not None:
+        primary = ns.geo_replication.primary
+        if given and given != primary:
+            raise InfraError(f"{where}: the location map says {given}, geo_replication's primary is "
+                             f"{primary}; a geo-replicated namespace lives in its primary region")
+        return primary
+    if not given:
+        raise InfraError(f"{where}: no Azure region; add {ns.name}=<region> to the location map")
+    return given
+
+
 def _namespace(ns: NamespaceSpec, location: str, sku: str, roles: list[dict[str, str]]) -> dict[str, Any]:
     where = f"namespaces/{ns.name}"
+    geo = ns.geo_replication
     return {
         "name": ns.name,
         "location": location,
         "sku": sku,
+        # null for a namespace in one region (the template passes it on: ARM leaves the property unset)
+        "geoDataReplication": None if geo is None else arm_geo_replication(geo, where, sku),
         "queues": [{"name": q.name, "properties": arm_entity_properties("queue", q.properties,
                                                                         f"{where}/queues/{q.name}", sku)}
                    for q in _ordered_queues(ns)],
@@ -351,8 +408,7 @@ def render_parameters(topology: Topology, options: InfraOptions) -> dict[str, An
         if not _NAMESPACE_NAME.match(name) or len(name) > MAX_NAMESPACE_NAME:
             raise InfraError(f"namespaces/{name}: an Azure-deployable name has at most {MAX_NAMESPACE_NAME} "
                              "letters, digits and hyphens and starts with a letter")
-        if not options.locations.get(name):
-            raise InfraError(f"namespaces/{name}: no Azure region; add {name}=<region> to the location map")
+    locations = {name: _location(ns, options.locations) for name, ns in topology.namespaces.items()}
     roles, settings = task_access(topology)
     kafka = sorted({s for task in topology.tasks if (s := kafka_setting(topology, task)) is not None})
     values: dict[str, Any] = {
@@ -360,7 +416,7 @@ def render_parameters(topology: Topology, options: InfraOptions) -> dict[str, An
         "location": options.app_location,
         "hosting": options.hosting,
         "topologyFile": options.topology_file,
-        "namespaces": [_namespace(ns, options.locations[name], options.sku, roles[name])
+        "namespaces": [_namespace(ns, locations[name], options.sku, roles[name])
                        for name, ns in topology.namespaces.items()],
         "connections": [{"setting": s, "namespace": topology.connections[s]} for s in settings],
         "operatorPrincipalId": options.operator_principal_id,

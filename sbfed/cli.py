@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reconcile": ("spark_reconcile.cli", "reconcile audit logs with Spark: gaps, duplicates, lag"),
     "functions": ("replicators.cli", "run function_app.py's Service Bus functions locally (functions run)"),
     "infra": ("patterns.infra_cli", "Azure: render the Bicep parameters from a topology (infra params)"),
-    "broker": ("local_broker.cli", "the local Service Bus-compatible broker (broker serve, fault, trust)"),
+    "broker": ("local_broker.cli", "the local Service Bus-compatible broker (serve, fault, geo, trust)"),
     "topology": ("patterns.cli", "generate a federation pattern's topology; apply a topology to namespaces"),
     "demo": ("sbfed.demo", "the drill of every pattern, then the reconciliation report (make demo)"),
     "drill": ("patterns.drill_cli", "outage drill of a pattern: loss, duplicates, failover times, lag"),

@@ -1,10 +1,12 @@
-"""`sbfed demo` (what `make demo` runs): the outage drill of each federation pattern on the local broker,
-then `sbfed reconcile` (spark_reconcile) on each drill's audit logs, then one table and the reports' paths.
+"""`sbfed demo` (what `make demo` runs): the outage drill of each federation pattern and of Geo-Replication on
+the local broker, then `sbfed reconcile` (spark_reconcile) on each drill's audit logs, then one table and the
+reports' paths.
 
 Each drill (docs/drills.md) starts `sbfed broker serve` and `sbfed functions run` as processes, applies the
 pattern, runs a producer and a consumer, and takes the primary down through the control API. The
 reconciliation then reads the audit logs the drill left and writes its JSON summary and HTML report:
-mirror mode for all-active, replica and exactly-once modes for active-passive, exactly-once for spillover.
+mirror mode for all-active, replica and exactly-once modes for active-passive, exactly-once for spillover
+and Geo-Replication (whose drill starts no Functions host: the broker replicates).
 `--patterns` also takes the recipes (latency, routing, consolidation, editing): replica mode from the
 origin for latency, exactly-once for the others. While one drill runs (active-passive, else the first),
 `sbfed reconcile --follow` watches its audit logs in a process of its own (sbfed/demo_follow.py); its
@@ -38,7 +40,9 @@ from patterns.drills.summary import format_summary
 from sbfed.demo_follow import FOLLOW_WARMUP_S, FollowRun
 from topology.durations import parse_duration
 
-PATTERNS = ("all-active", "active-passive", "spillover")  # the default run; --patterns also takes the recipes
+# the default run: the three federation patterns and Geo-Replication beside them; --patterns also takes the
+# recipes and geo-replication-async
+PATTERNS = ("all-active", "active-passive", "spillover", "geo-replication")
 GRACE = "10s"  # a replica later than this after its source is reported late (the outage delays some)
 
 
@@ -74,12 +78,13 @@ def reconcile_modes(settings: DrillSettings) -> dict[str, list[str]]:
     optimization copies everything from its origin to every hub (replica mode, a comparison per hub); the
     other recipes deliver each message to one place or several chosen ones, or quarantine it, so only
     their consumers' `processed` records can say nothing was lost (exactly-once: a message routed to two
-    targets counts as a duplicate there)."""
-    primary, secondary = settings.namespaces[:2]
+    targets counts as a duplicate there). Geo-Replication's one namespace: exactly-once too."""
+    primary, *others = settings.namespaces
     exactly_once = ["--mode", "exactly-once", "--expected-event", "sent"]
     if settings.pattern == "all-active":
         return {"mirror": ["--mode", "mirror"]}
     if settings.pattern == "active-passive":
+        secondary = others[0]
         ttl = parse_duration(settings.ttl).total_seconds()
         replica = ["--mode", "replica", "--source", primary, "--replica-ttl", f"{secondary}={ttl:g}s"]
         return {"replica": replica, "exactly-once": exactly_once}
@@ -179,8 +184,8 @@ def _seconds(pair: dict[str, float | None]) -> str:
 
 
 def table(drills: list[DrillResult], reconciliations: list[Reconciliation]) -> str:
-    header = (f"{'pattern':<15} {'sent':>5} {'processed':>9} {'lost':>4} {'twice':>5} {'fail over s':>11} "
-              f"{'fail back s':>11} {'lag p50/p99 ms':>16}  {'drill':<5}  reconcile")
+    header = (f"{'pattern':<21} {'sent':>5} {'unsent':>6} {'processed':>9} {'lost':>4} {'twice':>5} "
+              f"{'fail over s':>11} {'fail back s':>11} {'lag p50/p99 ms':>16}  {'drill':<5}  reconcile")
     lines = [header, "-" * len(header)]
     for result in drills:
         s = result.summary
@@ -188,7 +193,7 @@ def table(drills: list[DrillResult], reconciliations: list[Reconciliation]) -> s
                                                                s["replication_lag_ms"]["p99"]))
         verdicts = ", ".join(f"{r.mode} {r.verdict.upper()}" for r in reconciliations
                              if r.pattern == s["pattern"])
-        lines.append(f"{s['pattern']:<15} {s['sent']:>5} {s['processed']:>9} {s['lost']:>4} "
+        lines.append(f"{s['pattern']:<21} {s['sent']:>5} {s['unsent']:>6} {s['processed']:>9} {s['lost']:>4} "
                      f"{s['processed_twice']:>5} {_seconds(s['time_to_fail_over_s']):>11} "
                      f"{_seconds(s['time_to_fail_back_s']):>11} {lag:>16}  "
                      f"{'PASS' if s['passed'] else 'FAIL':<5}  {verdicts or 'not run'}")
@@ -199,7 +204,8 @@ def kept_broker(settings: DrillSettings, work_dir: Path, stack: contextlib.ExitS
     """The last drill runs on a broker the demo starts itself, so it outlives the drill: a person can look
     at what the drill left in the web console before the demo stops it."""
     (work_dir / "logs").mkdir(parents=True, exist_ok=True)
-    broker = BrokerProcess(SCENARIOS[settings.pattern].broker_namespaces(settings.namespaces), work_dir)
+    served = SCENARIOS[settings.pattern].broker_namespaces(settings.namespaces)
+    broker = BrokerProcess(served, work_dir, topology=SCENARIOS[settings.pattern].broker_topology(served))
     stack.callback(broker.stop)
     broker.start()
     return dataclasses.replace(settings, broker_file=broker.ready_path)

@@ -6,6 +6,7 @@ the Bicep rendering all read topologies through it, each translating the model i
 """
 
 from topology.files import add_check, dump, load, parse
+from topology.geo import GeoReplicationSpec
 from topology.model import (
     FILTER_KINDS,
     NamespaceSpec,
@@ -21,6 +22,7 @@ from topology.order import Creation, creation_order
 __all__ = [
     "FILTER_KINDS",
     "Creation",
+    "GeoReplicationSpec",
     "NamespaceSpec",
     "QueueSpec",
     "RuleSpec",

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from topology.geo import GeoReplicationSpec
+
 FILTER_KINDS = ("sql", "correlation", "true", "false")
 
 
@@ -65,6 +67,7 @@ class NamespaceSpec:
     topics: list[TopicSpec] = field(default_factory=list)
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {key, rights}
     local: dict[str, Any] = field(default_factory=dict)  # the four *_port, max_message_size_kb
+    geo_replication: GeoReplicationSpec | None = None  # Service Bus Geo-Replication (topology/geo.py)
 
     def queue(self, name: str) -> QueueSpec | None:
         return next((q for q in self.queues if q.name.lower() == name.lower()), None)
@@ -120,6 +123,8 @@ def _namespace_to_dict(ns: NamespaceSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if ns.local:
         out["local"] = dict(ns.local)
+    if ns.geo_replication is not None:
+        out["geo_replication"] = ns.geo_replication.to_dict()
     if ns.policies:
         out["policies"] = {k: dict(v) for k, v in ns.policies.items()}
     if ns.queues:

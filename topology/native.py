@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from topology import streams
+from topology.geo import read_geo
 from topology.model import (
     FILTER_KINDS,
     NamespaceSpec,
@@ -31,7 +32,7 @@ from topology.schema import (
 )
 
 TOP_LEVEL = ("namespaces", "connections", "tasks", "audit", "kafka")
-NAMESPACE_KEYS = ("queues", "topics", "policies", "local")
+NAMESPACE_KEYS = ("queues", "topics", "policies", "local", "geo_replication")
 
 
 def read(document: dict[str, Any], problems: Problems) -> Topology:
@@ -90,6 +91,7 @@ def _namespace(name: str, raw: Any, problems: Problems) -> NamespaceSpec:
     spec.policies = _policies(_mapping(body.get("policies"), name, "policies", problems), name, problems)
     local = _mapping(body.get("local"), name, "local", problems)
     spec.local = checked_properties(LOCAL, local, f"{name}/local", problems)
+    spec.geo_replication = read_geo(body.get("geo_replication"), name, problems)
     return spec
 
 

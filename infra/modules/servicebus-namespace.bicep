@@ -8,12 +8,14 @@
 @description('Azure name of the namespace (globally unique).')
 param name string
 
-@description('The rendered namespace: {name, location, sku, queues, topics, roleAssignments}.')
+@description('The rendered namespace: {name, location, sku, geoDataReplication, queues, topics, roleAssignments}.')
 param namespace object
 
 param tags object
 
-resource serviceBusNamespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
+// 2023-01-01-preview: the API version that carries geoDataReplication (Geo-Replication, Premium); null for a
+// namespace in one region. Its children keep 2024-01-01.
+resource serviceBusNamespace 'Microsoft.ServiceBus/namespaces@2023-01-01-preview' = {
   name: name
   location: namespace.location
   tags: tags
@@ -26,6 +28,7 @@ resource serviceBusNamespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
     publicNetworkAccess: 'Enabled'
+    geoDataReplication: namespace.geoDataReplication
   }
 }
 

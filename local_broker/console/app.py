@@ -196,6 +196,9 @@ class Console:
         content = pages.namespace_page(self.namespace_name, self.health(), self._fault_state(),
                                        self._connection_strings(session), self.certificate, rows, at,
                                        MANAGE in session.policy.rights, session.csrf)
+        if self.control.geo is not None:
+            content += pages.geo_panel(self.control.geo.status(), MANAGE in session.policy.rights,
+                                       session.csrf)
         content += pages.namespaces(self.namespace_name, self._hosted())
         return self._html(200, pages.layout(self.namespace_name, "Namespace", content, note,
                                             session.policy.name, session.csrf))
@@ -258,6 +261,8 @@ class Console:
             return _redirect(pages.url("login"), self._set_cookie("", 0))
         if route == ["faults"]:
             return self._set_faults(form, session)
+        if route == ["geo", "promote"]:
+            return self._promote(form, session)
         if len(route) >= 3 and route[0] == "entity" and route[-1] in ("actions", "partitions", "status"):
             path = "/".join(route[1:-1])
             if route[-1] == "partitions":
@@ -294,9 +299,17 @@ class Console:
         answer = self._control(["status", path], {"status": form.get("status", "")})
         return _redirect(pages.url("entity", path, note=f"Status of {path}: {answer['status']}."))
 
-    def _control(self, segments: list[str], change: dict[str, Any]) -> dict[str, Any]:
+    def _promote(self, form: dict[str, str], session: Session) -> ConsoleResponse:
+        session.require(MANAGE)
+        region = form.get("region", "")
+        _ask_first("geo", region, form)
+        answer = self._control(["geo", "promote"], {"region": region, "mode": form.get("mode", "planned")},
+                               "POST")
+        return _redirect(pages.url(note=pages.describe_promotion(answer)))
+
+    def _control(self, segments: list[str], change: dict[str, Any], method: str = "PUT") -> dict[str, Any]:
         """A change through the control API's code (as `sbfed broker fault` makes it); its answer."""
-        answer = self.control.handle("PUT", segments, json.dumps(change).encode())
+        answer = self.control.handle(method, segments, json.dumps(change).encode())
         if answer.status != 200:
             raise _Refused(answer.status, answer.body["error"]["message"])
         return answer.body

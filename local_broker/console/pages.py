@@ -78,6 +78,12 @@ def question(switch: str, target: str, form: dict[str, str]) -> str | None:
         return f"Resubmit every message of {target}? Each is sent again and removed from here."
     if switch == "partitions" and form.get("partition", "").endswith(":down"):
         return f"Take partition {form['partition'].split(':')[0]} of {target} down?"
+    if switch == "geo" and form.get("mode") == "forced":
+        return (f"Force the promotion of {target}? It becomes the primary at once; what it has not received "
+                "yet is lost. Every client connection is dropped (clients reconnect).")
+    if switch == "geo":
+        return (f"Promote {target}? What it has not received is replicated first, then it becomes the "
+                "primary; every client connection is dropped (clients reconnect).")
     if switch == "status" and form.get("status", "Active") != "Active":
         return f"Set the status of {target} to {form['status']}? Clients are refused what it disables."
     return None
@@ -214,6 +220,39 @@ def _fault_switches(faults: dict[str, Any], csrf: str) -> str:
             f'<input id="latency" name="latency_ms" type="number" min="0" style="width:100px" '
             f'value="{int(faults.get("latency_ms") or 0)}"><button class="btn" id="set-latency">Set latency'
             '</button></form></section>')
+
+
+def geo_panel(status: dict[str, Any], can_manage: bool, csrf: str) -> str:
+    """A geo-replicated namespace's replicas (docs/geo-replication.md) and, with the Manage right, a planned
+    and a forced promotion for each secondary."""
+    rows = []
+    for replica in status["replicas"]:
+        region = replica["region"]
+        actions = ""
+        if can_manage and replica["role"] == "Secondary":
+            actions = (f'<form method="post" action="{url("geo", "promote")}" class="inline">{_csrf(csrf)}'
+                       f'<input type="hidden" name="region" value="{escape(region)}">'
+                       + _button("Promote", "mode", "planned", id=f"promote-{region}",
+                                 confirm=question("geo", region, {"mode": "planned"}))
+                       + _button("Force", "mode", "forced", id=f"force-{region}", style="danger",
+                                 confirm=question("geo", region, {"mode": "forced"})) + "</form>")
+        rows.append(f'<tr data-region="{escape(region)}"><td>{escape(region)}</td>'
+                    f'<td>{escape(replica["role"])}</td><td>{escape(replica["state"])}</td>'
+                    f'<td class="n">{float(replica["lag_seconds"]):.1f} s</td>'
+                    f'<td class="n">{int(replica["pending_operations"])}</td><td>{actions}</td></tr>')
+    most = status["max_replication_lag_seconds"]
+    lag = "" if status["mode"] == "synchronous" else f", maximum lag {most:g} s"
+    return (f'<section class="panel" id="geo"><h2>Geo-Replication</h2><p>{escape(status["mode"])}'
+            f'{escape(lag)}; clients reach the primary through this namespace\'s connection strings.</p>'
+            '<div class="table-wrap"><table id="replicas"><thead><tr><th>region</th><th>role</th>'
+            '<th>state</th><th>lag</th><th>pending</th><th></th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div></section>')
+
+
+def describe_promotion(answer: dict[str, Any]) -> str:
+    lost = answer.get("lost_operations", 0)
+    return (f"{answer['primary']} is the primary ({answer['promotion']} promotion"
+            + (f", {lost} operation(s) lost)." if lost else ", nothing lost)."))
 
 
 def entity_rows(rows: list[EntityRow], at: float) -> str:

@@ -165,6 +165,11 @@ class Namespace(
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
 
+    def reopen(self) -> None:
+        """Reload from the store, whose contents changed under the engine (a geo promotion put another
+        region's replica behind it); the engine object stays, so every adapter keeps its reference."""
+        self._reload()
+
     def close(self) -> None:
         self.commit()
         self._store.close()

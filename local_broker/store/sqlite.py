@@ -663,6 +663,19 @@ class SqliteStore:
         stats = os.statvfs(Path(self.path).parent)
         return stats.f_bavail * stats.f_frsize
 
+    def copy_to(self, path: Path) -> None:
+        """Replace the store at `path` (closed) by a copy of this one as of now: the settled log folded in,
+        the copy's own logs removed (a geo-replicated namespace seeds a secondary so)."""
+        if self._settled:
+            self.write(ChangeSet())
+        for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.settled")):
+            stale.unlink(missing_ok=True)
+        copy = sqlite3.connect(path)
+        try:
+            self._db.backup(copy)
+        finally:
+            copy.close()
+
     def close(self) -> None:
         if self._settled:
             self.write(ChangeSet())

@@ -144,10 +144,12 @@ class BrokerProcess:
     """`sbfed broker serve` in its own process, on ephemeral loopback ports; its output goes to
     `<work_dir>/logs/broker.log`, its namespaces to `<work_dir>/broker-ready.json`."""
 
-    def __init__(self, names: Iterable[str], work_dir: Path, *, in_memory: bool = True) -> None:
+    def __init__(self, names: Iterable[str], work_dir: Path, *, in_memory: bool = True,
+                 topology: dict[str, Any] | None = None) -> None:
+        """`topology`: what the broker starts with (default: `namespaces_only(names)`)."""
         self.topology_path = work_dir / "broker-topology.yaml"
         self.ready_path = work_dir / "broker-ready.json"
-        self._topology = namespaces_only(names)
+        self._topology = topology or namespaces_only(names)
         store = ["--in-memory"] if in_memory else ["--data", str(work_dir / "broker-data")]
         self._process = SbfedProcess(
             "`sbfed broker serve`",

@@ -1,5 +1,5 @@
-"""Every drill `sbfed drill` runs, by name: the three federation patterns, the recipes and stream-to-queue.
-A new drill is a scenario (scenario.py) listed here; nothing else changes."""
+"""Every drill `sbfed drill` runs, by name: the three federation patterns, the recipes, stream-to-queue
+and Geo-Replication. A new drill is a scenario (scenario.py) listed here; nothing else changes."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from patterns.drills.drill import DrillSettings
+from patterns.drills.geo import GEO_REPLICATION
 from patterns.drills.recipes import RECIPES
 from patterns.drills.scenario import Scenario
 from patterns.drills.scenarios import PATTERNS
 from patterns.drills.stream import StreamToQueue
 
-SCENARIOS: dict[str, type[Scenario]] = {s.pattern: s for s in (*PATTERNS, *RECIPES, StreamToQueue)}
+SCENARIOS: dict[str, type[Scenario]] = {
+    s.pattern: s for s in (*PATTERNS, *RECIPES, StreamToQueue, *GEO_REPLICATION)
+}
 
 
 def drill_settings(pattern: str, out: Path, namespaces: tuple[str, ...] = (),

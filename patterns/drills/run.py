@@ -91,7 +91,8 @@ def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = 
         if settings.broker_file:
             namespaces = read_ready_file(settings.broker_file)
         else:
-            broker = BrokerProcess(served, out, in_memory=settings.in_memory)
+            broker = BrokerProcess(served, out, in_memory=settings.in_memory,
+                                   topology=SCENARIOS[settings.pattern].broker_topology(served))
             stack.callback(broker.stop)
             namespaces = broker.start()
         missing = [n for n in served if n not in namespaces]
@@ -105,14 +106,15 @@ def run_drill(settings: DrillSettings, progress: Callable[[str], None] | None = 
         report(f"{settings.pattern}: broker up ({', '.join(drill.names)}); applying the pattern")
         apply_pattern(out / "topology.yaml", {n: namespaces[n] for n in served},
                       out / "logs" / "apply.log")
-        host_settings = {connection_setting(n): namespaces[n].connection_string for n in served}
-        host_settings.update(scenario.services(stack))
-        host = FunctionsHostProcess(out / "topology.yaml",
-                                    {**host_settings, AUDIT_SINK_SETTING: str(out / "audit")},
-                                    out / "logs" / "functions-host.log")
-        stack.callback(host.stop)
-        host.start()
-        drill.functions_host = host
+        if topology.tasks:  # Geo-Replication has none: the broker replicates
+            host_settings = {connection_setting(n): namespaces[n].connection_string for n in served}
+            host_settings.update(scenario.services(stack))
+            host = FunctionsHostProcess(out / "topology.yaml",
+                                        {**host_settings, AUDIT_SINK_SETTING: str(out / "audit")},
+                                        out / "logs" / "functions-host.log")
+            stack.callback(host.stop)
+            host.start()
+            drill.functions_host = host
         if ready:
             ready()
         report(f"{settings.pattern}: Functions host running {len(topology.tasks)} task(s); "
@@ -147,6 +149,7 @@ def _run_timeline(drill: Drill, scenario: Scenario, report: Callable[[str], None
         Step(back, f"{down} back up", restore),
         *scenario.steps(after=back + settings.recovery),
     ]
+    steps.sort(key=lambda step: step.offset)  # a scenario may act during the outage too
     sending_for = max(back + settings.recovery, max(step.offset for step in steps))
     begin = time.monotonic()
     scenario.start(rate=settings.messages / sending_for)

@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from patterns.drills.broker import namespaces_only
 from patterns.drills.clients import LocalConsumer, PacedProducer, Producer, Worker, numbered
 from patterns.drills.drill import Drill
 from patterns.drills.metrics import Record
@@ -58,6 +59,13 @@ class Scenario:
                              f"({cls.namespace_roles}), got {','.join(names)!r}")
         return names
 
+    @classmethod
+    def broker_topology(cls, names: tuple[str, ...]) -> dict[str, Any]:
+        """The topology `sbfed broker serve` starts with: the namespaces alone (the pattern's entities come
+        from `topology apply`, as in Azure); a drill whose namespace needs more from the broker (Geo-
+        Replication's regions) says so here."""
+        return namespaces_only(names)
+
     def topology(self, names: tuple[str, ...], audit_sink: str) -> Topology:
         raise NotImplementedError
 
@@ -79,6 +87,17 @@ class Scenario:
 
     def destinations(self, message_id: str) -> frozenset[str] | None:
         """The namespaces that must each process the message exactly once; None: exactly once, anywhere."""
+        return None
+
+    def accounted_losses(self) -> set[str]:
+        """MessageIds whose loss the scenario's design allows and accounts for (a forced Geo-Replication
+        promotion's); every other lost message is a problem."""
+        return set()
+
+    def switch_times(self, timeline: Any, processed: list[Record],
+                     sent: list[Record]) -> dict[str, dict[str, float | None]] | None:
+        """Its own time to fail over and back (summary.py's keys), for a scenario whose clients do not switch
+        namespaces (None: summary.py measures the switch)."""
         return None
 
     def problems(self, summary: dict[str, Any], details: dict[str, Any], by_event: dict[str, list[Record]],

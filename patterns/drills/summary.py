@@ -35,8 +35,9 @@ def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, r
     problems: list[str] = []
 
     lost, twice, astray = where_processed(scenario.destinations, sent, handled)
-    if lost:
-        problems.append(f"{len(lost)} message(s) lost: {listed(lost)}")
+    unaccounted = set(lost) - scenario.accounted_losses()
+    if unaccounted:
+        problems.append(f"{len(unaccounted)} message(s) lost: {listed(unaccounted)}")
     if astray:
         problems.append(f"{len(astray)} message(s) processed where they do not belong: {listed(astray)}")
     homed = scenario.producers[0].prefix + "-"  # the producer whose home is the primary
@@ -66,7 +67,8 @@ def summarize(settings: DrillSettings, scenario: Scenario, timeline: Timeline, r
         "processed_twice": len(twice),
         "down": scenario.down,
         "fails_over": scenario.fails_over,
-        **_switch_times(scenario, timeline, processed, own_sends),
+        **(scenario.switch_times(timeline, processed, own_sends)
+           or _switch_times(scenario, timeline, processed, own_sends)),
         "replication_lag_ms": {
             "p50": _round(percentile(lag, 0.5)),
             "p99": _round(percentile(lag, 0.99)),

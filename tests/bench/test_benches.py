@@ -39,7 +39,7 @@ def test_every_bench_script_has_a_smoke_run_here():
 def test_engine():
     out = bench("engine.py", "--messages", "400", "--batch", "50", "--repeat", "1")
     for label in ("in-memory store", "SQLite WAL synchronous=NORMAL", "SQLite WAL synchronous=FULL",
-                  "in-memory store, GC tuned"):
+                  "geo-replicated, synchronous", "geo-replicated, asynchronous", "in-memory store, GC tuned"):
         assert re.search(rf"^{re.escape(label)} +median +[\d,]+ msg/s", out, re.M), out
 
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import uuid
 from collections import Counter
@@ -13,8 +9,7 @@ from pathlib import Path
 
 from local_broker.engine import Message, MessageState, Namespace
 from local_broker.store import SqliteStore
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.integration.killed_child import run_until_killed
 
 # The child acknowledges exactly as an adapter does: a line is printed only after the commit returned.
 CHILD = textwrap.dedent(
@@ -63,10 +58,6 @@ CHILD = textwrap.dedent(
 
 def test_kill_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
     path = tmp_path / "ns.db"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO
-    )
     sent: set[str] = set()
     attempted: set[str] = set()
     completed: set[str] = set()
@@ -87,20 +78,7 @@ def test_kill_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
                 kind
             ].update(names)
 
-    assert child.stdout is not None
-    try:
-        while len(sent) < 3000:
-            line = child.stdout.readline()
-            assert line, "the child stopped before being killed"
-            record(line)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    assert child.returncode == -signal.SIGKILL
-    # What the child wrote before it died counts too (a line cut by the kill does not).
-    for line in child.stdout.read().splitlines(keepends=True):
-        if line.endswith("\n"):
-            record(line)
+    run_until_killed(CHILD, [str(path)], record, lambda: len(sent) >= 3000)
 
     ns = Namespace.open(SqliteStore(path))
     present = {m.message_id: m for p in ("q", "q/$DeadLetterQueue") for m in ns.peek(p, 0, 100_000)}

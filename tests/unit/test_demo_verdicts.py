@@ -7,7 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from sbfed.demo import Reconciliation, _read_reconciliation
+from patterns.drills.catalog import drill_settings
+from sbfed.demo import PATTERNS, Reconciliation, _read_reconciliation, reconcile_commands, reconcile_modes
 from sbfed.demo_follow import FollowCounts, FollowRun
 
 
@@ -33,3 +34,13 @@ def test_a_reconciliation_that_did_not_run_prints_no_none(tmp_path: Path) -> Non
     follow.outcome, follow.final = "stopped", FollowCounts(3, 3, 0, 0, 0, 0, 0, 5, 1)
     line, agrees = follow.compare(None)
     assert agrees and "the batch job did not run" in line and not re.search(r"\bNone\b", line)
+
+
+def test_every_demo_drill_has_its_reconciliation(tmp_path: Path) -> None:
+    """The demo's default drills, Geo-Replication's one namespace among them, each get their modes."""
+    for pattern in PATTERNS:
+        modes = reconcile_modes(drill_settings(pattern, tmp_path / pattern))
+        assert modes, pattern
+    geo = reconcile_commands(drill_settings("geo-replication", tmp_path / "geo"))
+    assert list(geo) == ["exactly-once"]
+    assert f"--log=geo={tmp_path}/geo/audit/namespace=geo" in geo["exactly-once"]

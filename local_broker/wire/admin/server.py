@@ -325,9 +325,11 @@ class AdminServer:
                  clock: Callable[[], float] = time.time, health: Callable[[], list[str]] = list,
                  connections: Callable[[], metrics.ConnectionCounts] = (
                      lambda: metrics.ConnectionCounts(0, 0, 0)),
-                 requests: Requests | None = None, messaging: MessagingApi | None = None) -> None:
+                 requests: Requests | None = None, messaging: MessagingApi | None = None,
+                 geo: Any = None) -> None:
         """`connections`, `requests`: the namespace's AMQP connections and requests (its endpoint's), for
-        /metrics. `messaging`: the REST messaging routes (wire/rest), None to serve management only."""
+        /metrics. `messaging`: the REST messaging routes (wire/rest), None to serve management only.
+        `geo`: a geo-replicated namespace's `GeoHost` (its /$control/geo routes)."""
         self.namespace_name = namespace_name
         self.auth = auth
         self.faults = faults
@@ -339,7 +341,7 @@ class AdminServer:
         self.run_on_engine = run_on_engine
         self.tls_context = Certificate(Path(cert_path), Path(key_path)).server_context()
         self.operations = Operations(namespace_name, run_on_engine)
-        self.control = ControlApi(namespace_name, faults, run_on_engine)
+        self.control = ControlApi(namespace_name, faults, run_on_engine, geo)
         self.console = Console(namespace_name, auth, run_on_engine, faults, self.control, health, clock)
         self._address = (host, port)
         self._server: _Server | None = None
