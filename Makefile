@@ -1,6 +1,7 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Both create .venv, install the pinned dependencies, check Java (Spark needs 17+), Node.js 18+, Go 1.26+ and
-# chromium with chromedriver (the console's browser test) and Prometheus (the observability test), install the JavaScript SDK the compatibility tests
+# chromium with chromedriver (the console's browser test), Prometheus (the observability test) and valgrind (bench/costs.py's
+# instruction counts, the cost guard), install the JavaScript SDK the compatibility tests
 # drive (tests/compat/js, from its lockfile), build the Go one's binary (tests/compat/go, from go.sum) and, with
 # Maven and a JDK, the Java one's jar (tests/compat/java: its pom.xml's dependencies into ~/.m2).
 PYTHON ?= python3
@@ -16,9 +17,9 @@ JAVA_STAMP := $(JAVA_SUITE)/target/.installed-stamp
 # CI runs the slow suites too; a developer's default run skips them (`make test-all` runs everything).
 PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 
-.PHONY: setup demo test test-all lint console-screenshots bench clean java maven node golang chromium prometheus
+.PHONY: setup demo test test-all lint console-screenshots bench clean java maven node golang chromium prometheus valgrind
 
-setup: $(STAMP) java chromium prometheus $(JS_STAMP) $(GO_BINARY) $(JAVA_STAMP)
+setup: $(STAMP) java chromium prometheus valgrind $(JS_STAMP) $(GO_BINARY) $(JAVA_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +44,9 @@ chromium:
 
 prometheus:
 	@bash scripts/ensure-prometheus.sh
+
+valgrind:
+	@bash scripts/ensure-valgrind.sh
 
 $(JS_STAMP): $(JS)/package-lock.json | node
 	npm ci --prefix $(JS) --no-audit --no-fund --loglevel=error

@@ -9,7 +9,6 @@ from __future__ import annotations
 import heapq
 import zlib
 from collections.abc import Iterable
-from operator import attrgetter
 from typing import Any
 
 from local_broker.engine.clock import seconds
@@ -50,18 +49,12 @@ def _value_size(v: Any) -> int:
     return 8 if v is not None else 1
 
 
-# The content's string fields a message's size counts, read in one C call.
-_COUNTED_FIELDS = attrgetter(
-    "message_id", "correlation_id", "session_id", "reply_to_session_id", "partition_key", "subject", "to",
-    "reply_to", "content_type",
-)
-
-
 def message_size(m: Message) -> int:
     """len(body) plus the system and application properties, as Service Bus counts a message."""
-    c = m.content
+    c = m.content  # its string fields read as slots (an attrgetter of the nine costs twice as much)
     size = len(c.body) + 32
-    for v in _COUNTED_FIELDS(c):
+    for v in (c.message_id, c.correlation_id, c.session_id, c.reply_to_session_id, c.partition_key, c.subject,
+              c.to, c.reply_to, c.content_type):
         if v:
             size += len(v)
     ap = m.application_properties
