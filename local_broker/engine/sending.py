@@ -248,8 +248,8 @@ class Sending:
         # copy-on-write checks (a Python call each) run only for a shared or stored content (own_content)
         c = m.content
         unpartition = c.partition_id is not None and not target.partitioned
-        if unpartition or not c.enqueued_sequence_number:
-            c = m.own_content()
+        if (unpartition or not c.enqueued_sequence_number) and (c.shared or c.payload):
+            c = m.own_content()  # a fresh message's content is its own: no call for it
             if unpartition:
                 c.partition_id = None
         seq = target.next_sequence_number(c.partition_id)
