@@ -12,9 +12,10 @@ each one is set up and warmed (so first-call costs and caches are not in it), th
 start and the end of its measured operations, and the counts between the two marks are divided by the number
 of operations. Start-up, imports and warm-up fall outside every mark, so nothing fixed needs subtracting.
 The garbage collector runs as in bench/engine.py (the interpreter's defaults), its cost per operation
-included.
-The SDK figures count the broker process alone (run under callgrind with the same marks, set by SIGUSR1 from
-this process, which drives it with the azure-servicebus SDK at native speed).
+included. The SDK figures count the broker process alone: it runs under callgrind with the same marks, set by
+SIGUSR1 from this process, which drives it with the azure-servicebus SDK at native speed.
+
+Counts depend on the interpreter's build: the baseline records it, and the guard fails on another one.
 """
 
 from __future__ import annotations
