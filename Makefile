@@ -1,7 +1,8 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Both create .venv, install the pinned dependencies, check Java (Spark needs 17+), Node.js 18+, Go 1.26+ and
-# chromium with chromedriver (the console's browser test), Prometheus (the observability test) and Apache Kafka's
-# broker (the stream-to-queue tests and drill), install the JavaScript SDK the compatibility tests
+# chromium with chromedriver (the console's browser test), Prometheus (the observability test), valgrind
+# (bench/costs.py's instruction counts, the cost guard) and Apache Kafka's broker (the stream-to-queue tests and
+# drill), install the JavaScript SDK the compatibility tests
 # drive (tests/compat/js, from its lockfile), build the Go one's binary (tests/compat/go, from go.sum) and, with
 # Maven and a JDK, the Java one's jar (tests/compat/java: its pom.xml's dependencies into ~/.m2).
 PYTHON ?= python3
@@ -17,9 +18,9 @@ JAVA_STAMP := $(JAVA_SUITE)/target/.installed-stamp
 # CI runs the slow suites too; a developer's default run skips them (`make test-all` runs everything).
 PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 
-.PHONY: setup demo test test-all lint console-screenshots bench clean java maven node golang chromium prometheus kafka
+.PHONY: setup demo test test-all lint console-screenshots bench clean java maven node golang chromium prometheus valgrind kafka
 
-setup: $(STAMP) java chromium prometheus kafka $(JS_STAMP) $(GO_BINARY) $(JAVA_STAMP)
+setup: $(STAMP) java chromium prometheus valgrind kafka $(JS_STAMP) $(GO_BINARY) $(JAVA_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,9 @@ chromium:
 
 prometheus:
 	@bash scripts/ensure-prometheus.sh
+
+valgrind:
+	@bash scripts/ensure-valgrind.sh
 
 # Apache Kafka's broker jars (scripts/kafka/pom.xml) into $SBFED_CACHE/kafka (~/.cache/sbfed), once per pom.xml.
 kafka: | java maven

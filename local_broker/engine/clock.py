@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Protocol
 
 
@@ -52,3 +53,10 @@ def to_epoch(value: datetime) -> float:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.timestamp()
+
+
+@lru_cache(maxsize=1024)
+def seconds(span: timedelta) -> float:
+    """`span.total_seconds()`, remembered per span: an entity's default time to live (TimeSpan.MaxValue
+    unless set) is read once per message sent, and its big-integer arithmetic costs ~2,000 instructions."""
+    return span.total_seconds()

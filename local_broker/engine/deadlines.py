@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 
+from local_broker.engine.clock import seconds
 from local_broker.engine.entities import (
     Queue,
     Topic,
@@ -50,7 +51,7 @@ class Deadlines:
         m.sequence_number = m.enqueued_sequence_number = seq
         m.enqueued_time = now
         if isinstance(target, Queue):
-            self._enqueue(target, m, now, target.props.default_message_time_to_live.total_seconds())
+            self._enqueue(target, m, now, seconds(target.props.default_message_time_to_live))
         else:
             self._publish(target, m, now)
 

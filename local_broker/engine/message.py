@@ -115,7 +115,7 @@ class MessageContent:
     __slots__ = (*CONTENT_FIELDS, "__weakref__", "payload", "payload_properties", "shared")
 
     def clone(self) -> MessageContent:
-        twin = _new(MessageContent)
+        twin = MessageContent()
         for name in CONTENT_FIELDS:
             setattr(twin, name, getattr(self, name))
         twin.shared = False
@@ -132,12 +132,8 @@ def _content_property(name: str) -> property:
     content first if it is shared or stored."""
 
     def write(self: Message, value: Any) -> None:
-        content = self.content
-        if getattr(content, name) is value:
-            return
-        if content.shared or content.payload:
-            content = self.content = content.clone()
-        setattr(content, name, value)
+        if getattr(self.content, name) is not value:
+            setattr(self.own_content(), name, value)
 
     return property(attrgetter(f"content.{name}"), write)
 
@@ -210,7 +206,7 @@ class Message:
         hop_count: int = 0,
         size: int = 0,
     ) -> None:
-        c = self.content = _new(MessageContent)  # written directly: no copy-on-write check needed
+        c = self.content = MessageContent()  # written directly: no copy-on-write check needed
         c.shared = False
         c.payload = 0
         c.payload_properties = None
@@ -280,6 +276,14 @@ class Message:
         return None if t is None else to_datetime(t)
 
     copy = _copier()
+
+    def own_content(self) -> MessageContent:
+        """The content a change of a content field goes into: this message's own, cloned first if it is
+        shared or stored (what the fields' setters do; the send path writes through it directly)."""
+        content = self.content
+        if content.shared or content.payload:
+            content = self.content = content.clone()
+        return content
 
     def copy_as(self, uid: int, ttl: float) -> Message:
         """The record of a lazy copy of this topic message (see SubQueue): numbered `uid`, expiring

@@ -28,7 +28,8 @@ def last_json(output: str) -> dict:
 
 
 SMOKED = {"engine.py", "partitions.py", "rules.py", "wire.py", "amqp_compare.py", "replicate.py",
-          "reconcile.py", "backlog.py", "connection_churn.py", "rest.py"}
+          "reconcile.py", "backlog.py", "connection_churn.py", "rest.py",
+          "costs.py"}  # run whole by tests/bench/test_costs.py, the cost guard
 
 
 def test_every_bench_script_has_a_smoke_run_here():
