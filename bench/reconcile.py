@@ -219,18 +219,43 @@ def duckdb_reconcile(con: duckdb.DuckDBPyConnection, root: Path, out: Path) -> d
     return result
 
 
-def spark_reconcile(root: Path, out: Path, driver_memory: str) -> tuple[dict, float]:
-    """Run `sbfed reconcile` in its own process, as a user would; wall time includes the JVM start."""
-    cmd = [sys.executable, "-m", "sbfed.cli", "reconcile", "--log", f"primary={root / 'primary'}",
-           "--log", f"secondary={root / 'secondary'}", "--source", "primary", "--out", str(out),
-           "--from", f"{DAY}T00:00:00Z", "--to", f"{NEXT_DAY}T00:00:00Z", "--driver-memory", driver_memory,
-           "--max-missing", "100%"]
+def event_log_conf(event_log: Path | None) -> list[str]:
+    """`--conf` arguments that make a Spark job write its event log (per-stage and SQL metrics) there."""
+    if event_log is None:
+        return []
+    event_log.mkdir(parents=True, exist_ok=True)
+    return ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={event_log.resolve()}",
+            "--conf", "spark.eventLog.compress=false"]
+
+
+def timed(cmd: list[str], name: str) -> tuple[str, float]:
+    """Run a Spark job in its own process, as a user would: its stdout and wall time (JVM start included)."""
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"sbfed reconcile failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        raise SystemExit(f"{name} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return done.stdout, wall
+
+
+def spark_reconcile(root: Path, out: Path, driver_memory: str, event_log: Path | None) -> tuple[dict, float]:
+    """`sbfed reconcile` on the logs: its summary and wall time."""
+    cmd = [sys.executable, "-m", "sbfed.cli", "reconcile", "--log", f"primary={root / 'primary'}",
+           "--log", f"secondary={root / 'secondary'}", "--source", "primary", "--out", str(out),
+           "--from", f"{DAY}T00:00:00Z", "--to", f"{NEXT_DAY}T00:00:00Z", "--driver-memory", driver_memory,
+           "--max-missing", "100%", *event_log_conf(event_log)]
+    _, wall = timed(cmd, "sbfed reconcile")
     return json.loads((out / "summary.json").read_text()), wall
+
+
+def referee(root: Path, out: Path, driver_memory: str, event_log: Path | None) -> tuple[dict, float]:
+    """The minimal PySpark job (bench/reconcile_referee.py) on the same logs: its answer and wall time."""
+    cmd = [sys.executable, str(REPO / "bench" / "reconcile_referee.py"), "--primary", str(root / "primary"),
+           "--secondary", str(root / "secondary"), "--out", str(out), "--from", f"{DAY}T00:00:00+00:00",
+           "--to", f"{NEXT_DAY}T00:00:00+00:00", "--grace-s", str(GRACE_S), "--skew-s", str(SKEW_S),
+           "--driver-memory", driver_memory, *event_log_conf(event_log)]
+    stdout, wall = timed(cmd, "the referee")
+    return json.loads(stdout.strip().splitlines()[-1]), wall
 
 
 def check(name: str, got: dict, truth: dict) -> list[str]:
@@ -250,17 +275,30 @@ def agree_lag(spark_entities: list[dict], duck: dict) -> list[str]:
     return issues
 
 
-def run_size(n: int, work: Path, driver_memory: str) -> dict:
+def logs(n: int, work: Path, keep: bool) -> tuple[Path, dict]:
+    """The generated logs of size `n` and their planted truth; kept logs (--keep) serve the next run too."""
     root = work / f"logs-{n}"
+    planted = root / "truth.json"
+    if keep and planted.exists():
+        truth = json.loads(planted.read_text())
+        print(f"  reusing the logs in {root}", flush=True)
+        return root, truth
+    shutil.rmtree(root, ignore_errors=True)
     con = connect()
     start = time.perf_counter()
     truth = generate(con, n, root)
     generated = time.perf_counter() - start
+    con.close()
+    planted.write_text(json.dumps(truth))
     print(f"  generated {truth['primary_rows']:,} primary + {truth['secondary_rows']:,} secondary rows "
           f"in {generated:.1f}s: planted missing {truth['missing']:,}, pending {truth['pending']:,}, "
           f"late {truth['late']:,}, duplicated keys {truth['dup_keys']:,} (+{truth['dup_extra']:,} copies)",
           flush=True)
-    con.close()
+    return root, truth
+
+
+def run_size(n: int, work: Path, driver_memory: str, keep: bool, event_log: Path | None) -> dict:
+    root, truth = logs(n, work, keep)
 
     con = connect()
     start = time.perf_counter()
@@ -268,21 +306,24 @@ def run_size(n: int, work: Path, driver_memory: str) -> dict:
     duck_s = time.perf_counter() - start
     con.close()
 
-    summary, wall = spark_reconcile(root, work / "spark-out", driver_memory)
+    summary, wall = spark_reconcile(root, work / "spark-out", driver_memory, event_log)
     job_s = sum(summary["timings_s"].values())
+    minimal, referee_wall = referee(root, work / "referee-out", driver_memory, event_log)
     c = summary["comparisons"][0]
     spark_totals = c["totals"]
     issues = [*check("spark", spark_totals, truth), *check("duckdb", duck, truth),
-              *agree_lag(c["entities"], duck)]
+              *check("referee", minimal["totals"], truth), *agree_lag(c["entities"], duck)]
     ordering = sum(r["out_of_order"] for r in c["out_of_order"])
     if ordering != duck["out_of_order"]:
         issues.append(f"out-of-order: spark {ordering} vs duckdb {duck['out_of_order']}")
     gaps = sum(g["gaps"] for g in summary["source_sequence_gaps"])
     if gaps != duck["source_gaps"]:
         issues.append(f"source sequence gaps: spark {gaps} vs duckdb {duck['source_gaps']}")
-    shutil.rmtree(root, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(root, ignore_errors=True)
     rows = truth["primary_rows"] + truth["secondary_rows"]
     return {"n": n, "rows": rows, "duckdb_s": duck_s, "spark_job_s": job_s, "spark_wall_s": wall,
+            "referee_s": minimal["job_s"], "referee_wall_s": referee_wall,
             "phases": summary["timings_s"], "issues": issues, "out_of_order": ordering}
 
 
@@ -448,7 +489,9 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sizes", nargs="*", default=["1M", "5M", "10M"], help="primary messages per run")
     p.add_argument("--driver-memory", default="4g")
-    p.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one, removed)")
+    p.add_argument("--keep", type=Path, help="work directory to keep, logs and outputs (reused by the next "
+                   "run with the same --keep); default: a temporary one, removed")
+    p.add_argument("--event-log", type=Path, help="directory both Spark jobs write their event logs to")
     p.add_argument("--follow", action="store_true", help="measure the follow mode against a live writer")
     p.add_argument("--rate", type=int, default=500, help="--follow: primary messages per second")
     p.add_argument("--seconds", type=int, default=120, help="--follow: how long the writer writes")
@@ -466,21 +509,24 @@ def main(argv: list[str]) -> int:
             n = parse_size(size)
             load = os.getloadavg()[0]
             print(f"== {n:,} primary messages (cores: {os.cpu_count()}, load average {load:.1f})", flush=True)
-            r = run_size(n, work, args.driver_memory)
+            r = run_size(n, work, args.driver_memory, args.keep is not None, args.event_log)
             results.append(r)
             verdict = "agree with planted truth" if not r["issues"] else "DISAGREE: " + "; ".join(r["issues"])
             print(f"  duckdb {r['duckdb_s']:.1f}s | spark job {r['spark_job_s']:.1f}s "
-                  f"(phases {r['phases']}) | "
-                  f"spark incl. JVM start {r['spark_wall_s']:.1f}s | "
+                  f"(phases {r['phases']}) | referee {r['referee_s']:.1f}s | "
+                  f"incl. JVM start: spark {r['spark_wall_s']:.1f}s, referee {r['referee_wall_s']:.1f}s | "
+                  f"spark/referee {r['spark_job_s'] / r['referee_s']:.2f}x | "
                   f"spark/duckdb {r['spark_job_s'] / r['duckdb_s']:.1f}x | {verdict}", flush=True)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    print("\nsize        rows   duckdb s  spark job s  spark wall s  ratio  spark us/row  duckdb us/row  ok")
+    print("\nsize        rows   duckdb s  referee s  spark job s  spark wall s  /referee  /duckdb  "
+          "spark us/row  ok")
     for r in results:
-        print(f"{r['n']:>9,} {r['rows']:>11,} {r['duckdb_s']:>9.1f} {r['spark_job_s']:>12.1f} "
-              f"{r['spark_wall_s']:>13.1f} {r['spark_job_s'] / r['duckdb_s']:>5.1f}x "
-              f"{1e6 * r['spark_job_s'] / r['rows']:>13.2f} {1e6 * r['duckdb_s'] / r['rows']:>14.2f}  "
+        print(f"{r['n']:>9,} {r['rows']:>11,} {r['duckdb_s']:>9.1f} {r['referee_s']:>10.1f} "
+              f"{r['spark_job_s']:>12.1f} {r['spark_wall_s']:>13.1f} "
+              f"{r['spark_job_s'] / r['referee_s']:>8.2f}x "
+              f"{r['spark_job_s'] / r['duckdb_s']:>6.1f}x {1e6 * r['spark_job_s'] / r['rows']:>13.2f}  "
               f"{'yes' if not r['issues'] else 'NO'}")
     for line in targets(results):
         print(line)
@@ -500,6 +546,10 @@ def targets(results: list[dict]) -> list[str]:
         return "MET" if ok else "NOT MET"
 
     lines = ["targets:"]
+    for r in results:
+        ratio = r["spark_job_s"] / r["referee_s"]
+        lines.append(f"  job time at {r['n']:,} <= 1.3x the minimal Spark job: {verdict(ratio <= 1.3)} "
+                     f"({ratio:.2f}x: {r['spark_job_s']:.1f} s vs {r['referee_s']:.1f} s)")
     one, five, ten = by_n.get(1_000_000), by_n.get(5_000_000), by_n.get(10_000_000)
     if one:
         job = one["spark_job_s"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPERS = {"amqp_client.py", "lag_trace.py"}  # used by amqp_compare.py and replicate.py; Makefile too
+HELPERS = {"amqp_client.py", "lag_trace.py", "reconcile_referee.py"}  # run by other benches; Makefile too
 
 
 def bench(script: str, *args: str, timeout: float = 300) -> str:
