@@ -25,6 +25,7 @@ import math
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -228,34 +229,42 @@ def event_log_conf(event_log: Path | None) -> list[str]:
             "--conf", "spark.eventLog.compress=false"]
 
 
-def timed(cmd: list[str], name: str) -> tuple[str, float]:
-    """Run a Spark job in its own process, as a user would: its stdout and wall time (JVM start included)."""
-    start = time.perf_counter()
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far, their JVMs included."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed(cmd: list[str], name: str) -> tuple[str, float, float]:
+    """Run a Spark job in its own process, as a user would: its stdout, wall time and CPU seconds (JVM start
+    included). On a shared machine the CPU seconds are steadier: the wall time grows with the load."""
+    start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"{name} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return done.stdout, wall
+    return done.stdout, wall, cpu
 
 
-def spark_reconcile(root: Path, out: Path, driver_memory: str, event_log: Path | None) -> tuple[dict, float]:
-    """`sbfed reconcile` on the logs: its summary and wall time."""
+def spark_reconcile(root: Path, out: Path, driver_memory: str,
+                    event_log: Path | None) -> tuple[dict, float, float]:
+    """`sbfed reconcile` on the logs: its summary, wall time and CPU seconds."""
     cmd = [sys.executable, "-m", "sbfed.cli", "reconcile", "--log", f"primary={root / 'primary'}",
            "--log", f"secondary={root / 'secondary'}", "--source", "primary", "--out", str(out),
            "--from", f"{DAY}T00:00:00Z", "--to", f"{NEXT_DAY}T00:00:00Z", "--driver-memory", driver_memory,
            "--max-missing", "100%", *event_log_conf(event_log)]
-    _, wall = timed(cmd, "sbfed reconcile")
-    return json.loads((out / "summary.json").read_text()), wall
+    _, wall, cpu = timed(cmd, "sbfed reconcile")
+    return json.loads((out / "summary.json").read_text()), wall, cpu
 
 
-def referee(root: Path, out: Path, driver_memory: str, event_log: Path | None) -> tuple[dict, float]:
-    """The minimal PySpark job (bench/reconcile_referee.py) on the same logs: its answer and wall time."""
+def referee(root: Path, out: Path, driver_memory: str, event_log: Path | None) -> tuple[dict, float, float]:
+    """The minimal PySpark job (bench/reconcile_referee.py) on the same logs: its answer, wall time, CPU."""
     cmd = [sys.executable, str(REPO / "bench" / "reconcile_referee.py"), "--primary", str(root / "primary"),
            "--secondary", str(root / "secondary"), "--out", str(out), "--from", f"{DAY}T00:00:00+00:00",
            "--to", f"{NEXT_DAY}T00:00:00+00:00", "--grace-s", str(GRACE_S), "--skew-s", str(SKEW_S),
            "--driver-memory", driver_memory, *event_log_conf(event_log)]
-    stdout, wall = timed(cmd, "the referee")
-    return json.loads(stdout.strip().splitlines()[-1]), wall
+    stdout, wall, cpu = timed(cmd, "the referee")
+    return json.loads(stdout.strip().splitlines()[-1]), wall, cpu
 
 
 def check(name: str, got: dict, truth: dict) -> list[str]:
@@ -306,9 +315,9 @@ def run_size(n: int, work: Path, driver_memory: str, keep: bool, event_log: Path
     duck_s = time.perf_counter() - start
     con.close()
 
-    summary, wall = spark_reconcile(root, work / "spark-out", driver_memory, event_log)
+    summary, wall, cpu = spark_reconcile(root, work / "spark-out", driver_memory, event_log)
     job_s = sum(summary["timings_s"].values())
-    minimal, referee_wall = referee(root, work / "referee-out", driver_memory, event_log)
+    minimal, referee_wall, referee_cpu = referee(root, work / "referee-out", driver_memory, event_log)
     c = summary["comparisons"][0]
     spark_totals = c["totals"]
     issues = [*check("spark", spark_totals, truth), *check("duckdb", duck, truth),
@@ -323,7 +332,8 @@ def run_size(n: int, work: Path, driver_memory: str, keep: bool, event_log: Path
         shutil.rmtree(root, ignore_errors=True)
     rows = truth["primary_rows"] + truth["secondary_rows"]
     return {"n": n, "rows": rows, "duckdb_s": duck_s, "spark_job_s": job_s, "spark_wall_s": wall,
-            "referee_s": minimal["job_s"], "referee_wall_s": referee_wall,
+            "referee_s": minimal["job_s"], "referee_wall_s": referee_wall, "spark_cpu_s": cpu,
+            "referee_cpu_s": referee_cpu,
             "phases": summary["timings_s"], "issues": issues, "out_of_order": ordering}
 
 
@@ -515,7 +525,9 @@ def main(argv: list[str]) -> int:
             print(f"  duckdb {r['duckdb_s']:.1f}s | spark job {r['spark_job_s']:.1f}s "
                   f"(phases {r['phases']}) | referee {r['referee_s']:.1f}s | "
                   f"incl. JVM start: spark {r['spark_wall_s']:.1f}s, referee {r['referee_wall_s']:.1f}s | "
-                  f"spark/referee {r['spark_job_s'] / r['referee_s']:.2f}x | "
+                  f"spark/referee {r['spark_job_s'] / r['referee_s']:.2f}x | CPU s (JVM start included): "
+                  f"spark {r['spark_cpu_s']:.1f}, referee {r['referee_cpu_s']:.1f}, "
+                  f"{r['spark_cpu_s'] / r['referee_cpu_s']:.2f}x | "
                   f"spark/duckdb {r['spark_job_s'] / r['duckdb_s']:.1f}x | {verdict}", flush=True)
     finally:
         if args.keep is None:
@@ -549,7 +561,8 @@ def targets(results: list[dict]) -> list[str]:
     for r in results:
         ratio = r["spark_job_s"] / r["referee_s"]
         lines.append(f"  job time at {r['n']:,} <= 1.3x the minimal Spark job: {verdict(ratio <= 1.3)} "
-                     f"({ratio:.2f}x: {r['spark_job_s']:.1f} s vs {r['referee_s']:.1f} s)")
+                     f"({ratio:.2f}x: {r['spark_job_s']:.1f} s vs {r['referee_s']:.1f} s; CPU seconds "
+                     f"{r['spark_cpu_s'] / r['referee_cpu_s']:.2f}x)")
     one, five, ten = by_n.get(1_000_000), by_n.get(5_000_000), by_n.get(10_000_000)
     if one:
         job = one["spark_job_s"]

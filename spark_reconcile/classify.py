@@ -238,9 +238,13 @@ def per_comparison(rows: DataFrame, settings: Settings, keep: tuple[str, ...] = 
         ]
         if settings.mode == "exactly-once":
             fields.append(F.array_sort(F.col(f"s_proc__{t}")).alias("processors"))
-        structs.append(F.struct(*fields))
+        structs.append(fields)
     keys = key_columns(settings)
-    exploded = rows.where(F.col("entity").isNotNull()).select(*keys, *keep, F.inline(F.array(*structs)))
+    known = rows.where(F.col("entity").isNotNull())
+    if len(structs) == 1:  # one comparison (replica with one target, exactly-once): nothing to explode
+        exploded = known.select(*keys, *keep, *structs[0])
+    else:
+        exploded = known.select(*keys, *keep, F.inline(F.array(*[F.struct(*f) for f in structs])))
     return exploded.where("relevant").drop("relevant")
 
 

@@ -8,8 +8,10 @@ pruning hint.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
+from py4j.protocol import Py4JError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -78,13 +80,36 @@ def read_log(spark: SparkSession, log: LogInput, start: datetime | None, end: da
     elif fmt == "json":
         raw = _json_records(spark.read.text(files))
     else:
-        found = spark.read.parquet(files[0]).schema
+        found = footer_schema(spark, files[0])
         lacking = [name for name in REQUIRED if name not in found.fieldNames()]
         if lacking:
             raise InputError(f"log {log.tag!r}: Parquet file {files[0]} lacks the required columns {lacking} "
                              "(see docs/audit-log.md: the record's own fields, not the directories)")
         raw = spark.read.schema(_parquet_schema(found)).parquet(*files)
     return _normalize(raw, log.tag, start, end)
+
+
+def footer_schema(spark: SparkSession, path: str) -> T.StructType:
+    """A Parquet file's schema as Spark infers it (the Spark schema a Spark writer stored, else the Parquet
+    types converted under the session's settings), read from the footer on the driver: Spark's own inference
+    runs a job per log. Where Spark's internals differ (another version), that job after all."""
+    jvm = spark.sparkContext._jvm
+    parquet = jvm.org.apache.spark.sql.execution.datasources.parquet
+    try:
+        conf = spark._jsparkSession.sessionState().newHadoopConf()
+        where = jvm.org.apache.hadoop.fs.Path(path)
+        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(where, conf))
+        try:
+            footer = jvm.org.apache.parquet.hadoop.Footer(where, reader.getFooter())
+        finally:
+            reader.close()
+        converter = parquet.ParquetToSparkSchemaConverter(spark._jsparkSession.sessionState().conf())
+        found = T.StructType.fromJson(json.loads(parquet.ParquetFileFormat.readSchemaFromFooter(footer,
+                                                                                                converter).json()))
+    except Py4JError:
+        return spark.read.parquet(path).schema
+    return T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in found.fields])
 
 
 def stream_log(spark: SparkSession, log: LogInput, start: datetime | None, end: datetime | None,
