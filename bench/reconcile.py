@@ -229,6 +229,24 @@ def event_log_conf(event_log: Path | None) -> list[str]:
             "--conf", "spark.eventLog.compress=false"]
 
 
+def executor_cpu(event_log: Path | None, before: set[Path]) -> float | None:
+    """CPU seconds of the Spark tasks (executorCpuTime summed over the stages) from the event log the last job
+    wrote under `event_log` (`before`: the logs there before it ran)."""
+    if event_log is None:
+        return None
+    new = sorted(set(event_log.glob("*/events_*")) - before)
+    if not new:
+        return None
+    total = 0
+    with new[-1].open() as lines:
+        for line in lines:
+            if '"SparkListenerStageCompleted"' in line:
+                for a in json.loads(line)["Stage Info"].get("Accumulables", []):
+                    if a["Name"] == "internal.metrics.executorCpuTime":
+                        total += int(a["Value"])
+    return total / 1e9
+
+
 def children_cpu() -> float:
     """CPU seconds (user + system) of the finished child processes so far, their JVMs included."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -253,8 +271,11 @@ def spark_reconcile(root: Path, out: Path, driver_memory: str,
            "--log", f"secondary={root / 'secondary'}", "--source", "primary", "--out", str(out),
            "--from", f"{DAY}T00:00:00Z", "--to", f"{NEXT_DAY}T00:00:00Z", "--driver-memory", driver_memory,
            "--max-missing", "100%", *event_log_conf(event_log)]
+    before = set(event_log.glob("*/events_*")) if event_log else set()
     _, wall, cpu = timed(cmd, "sbfed reconcile")
-    return json.loads((out / "summary.json").read_text()), wall, cpu
+    summary = json.loads((out / "summary.json").read_text())
+    summary["executor_cpu_s"] = executor_cpu(event_log, before)
+    return summary, wall, cpu
 
 
 def referee(root: Path, out: Path, driver_memory: str, event_log: Path | None) -> tuple[dict, float, float]:
@@ -263,8 +284,11 @@ def referee(root: Path, out: Path, driver_memory: str, event_log: Path | None) -
            "--secondary", str(root / "secondary"), "--out", str(out), "--from", f"{DAY}T00:00:00+00:00",
            "--to", f"{NEXT_DAY}T00:00:00+00:00", "--grace-s", str(GRACE_S), "--skew-s", str(SKEW_S),
            "--driver-memory", driver_memory, *event_log_conf(event_log)]
+    before = set(event_log.glob("*/events_*")) if event_log else set()
     stdout, wall, cpu = timed(cmd, "the referee")
-    return json.loads(stdout.strip().splitlines()[-1]), wall, cpu
+    answer = json.loads(stdout.strip().splitlines()[-1])
+    answer["executor_cpu_s"] = executor_cpu(event_log, before)
+    return answer, wall, cpu
 
 
 def check(name: str, got: dict, truth: dict) -> list[str]:
@@ -333,7 +357,8 @@ def run_size(n: int, work: Path, driver_memory: str, keep: bool, event_log: Path
     rows = truth["primary_rows"] + truth["secondary_rows"]
     return {"n": n, "rows": rows, "duckdb_s": duck_s, "spark_job_s": job_s, "spark_wall_s": wall,
             "referee_s": minimal["job_s"], "referee_wall_s": referee_wall, "spark_cpu_s": cpu,
-            "referee_cpu_s": referee_cpu,
+            "referee_cpu_s": referee_cpu, "spark_tasks_cpu_s": summary["executor_cpu_s"],
+            "referee_tasks_cpu_s": minimal["executor_cpu_s"],
             "phases": summary["timings_s"], "issues": issues, "out_of_order": ordering}
 
 
@@ -528,6 +553,7 @@ def main(argv: list[str]) -> int:
                   f"spark/referee {r['spark_job_s'] / r['referee_s']:.2f}x | CPU s (JVM start included): "
                   f"spark {r['spark_cpu_s']:.1f}, referee {r['referee_cpu_s']:.1f}, "
                   f"{r['spark_cpu_s'] / r['referee_cpu_s']:.2f}x | "
+                  f"{tasks_cpu(r)}"
                   f"spark/duckdb {r['spark_job_s'] / r['duckdb_s']:.1f}x | {verdict}", flush=True)
     finally:
         if args.keep is None:
@@ -544,6 +570,14 @@ def main(argv: list[str]) -> int:
         print(line)
     print(f"load average at the end (the machine may be shared): {os.getloadavg()[0]:.1f}")
     return 1 if any(r["issues"] for r in results) else 0
+
+
+def tasks_cpu(r: dict) -> str:
+    """The Spark tasks' CPU seconds from the event logs (--event-log), the steadiest figure of all."""
+    if r["spark_tasks_cpu_s"] is None or r["referee_tasks_cpu_s"] is None:
+        return ""
+    return (f"tasks' CPU s (event logs): spark {r['spark_tasks_cpu_s']:.1f}, referee "
+            f"{r['referee_tasks_cpu_s']:.1f}, {r['spark_tasks_cpu_s'] / r['referee_tasks_cpu_s']:.2f}x | ")
 
 
 def targets(results: list[dict]) -> list[str]:
