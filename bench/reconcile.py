@@ -25,7 +25,6 @@ import math
 import os
 import random
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -247,48 +246,41 @@ def executor_cpu(event_log: Path | None, before: set[Path]) -> float | None:
     return total / 1e9
 
 
-def children_cpu() -> float:
-    """CPU seconds (user + system) of the finished child processes so far, their JVMs included."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
-
-
-def timed(cmd: list[str], name: str) -> tuple[str, float, float]:
-    """Run a Spark job in its own process, as a user would: its stdout, wall time and CPU seconds (JVM start
-    included). On a shared machine the CPU seconds are steadier: the wall time grows with the load."""
-    start, cpu = time.perf_counter(), children_cpu()
+def timed(cmd: list[str], name: str) -> tuple[str, float]:
+    """Run a Spark job in its own process, as a user would: its stdout and wall time (JVM start included)."""
+    start = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
+    wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{name} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return done.stdout, wall, cpu
+    return done.stdout, wall
 
 
 def spark_reconcile(root: Path, out: Path, driver_memory: str,
-                    event_log: Path | None) -> tuple[dict, float, float]:
-    """`sbfed reconcile` on the logs: its summary, wall time and CPU seconds."""
+                    event_log: Path | None) -> tuple[dict, float]:
+    """`sbfed reconcile` on the logs: its summary and wall time."""
     cmd = [sys.executable, "-m", "sbfed.cli", "reconcile", "--log", f"primary={root / 'primary'}",
            "--log", f"secondary={root / 'secondary'}", "--source", "primary", "--out", str(out),
            "--from", f"{DAY}T00:00:00Z", "--to", f"{NEXT_DAY}T00:00:00Z", "--driver-memory", driver_memory,
            "--max-missing", "100%", *event_log_conf(event_log)]
     before = set(event_log.glob("*/events_*")) if event_log else set()
-    _, wall, cpu = timed(cmd, "sbfed reconcile")
+    _, wall = timed(cmd, "sbfed reconcile")
     summary = json.loads((out / "summary.json").read_text())
     summary["executor_cpu_s"] = executor_cpu(event_log, before)
-    return summary, wall, cpu
+    return summary, wall
 
 
-def referee(root: Path, out: Path, driver_memory: str, event_log: Path | None) -> tuple[dict, float, float]:
-    """The minimal PySpark job (bench/reconcile_referee.py) on the same logs: its answer, wall time, CPU."""
+def referee(root: Path, out: Path, driver_memory: str, event_log: Path | None) -> tuple[dict, float]:
+    """The minimal PySpark job (bench/reconcile_referee.py) on the same logs: its answer and wall time."""
     cmd = [sys.executable, str(REPO / "bench" / "reconcile_referee.py"), "--primary", str(root / "primary"),
            "--secondary", str(root / "secondary"), "--out", str(out), "--from", f"{DAY}T00:00:00+00:00",
            "--to", f"{NEXT_DAY}T00:00:00+00:00", "--grace-s", str(GRACE_S), "--skew-s", str(SKEW_S),
            "--driver-memory", driver_memory, *event_log_conf(event_log)]
     before = set(event_log.glob("*/events_*")) if event_log else set()
-    stdout, wall, cpu = timed(cmd, "the referee")
+    stdout, wall = timed(cmd, "the referee")
     answer = json.loads(stdout.strip().splitlines()[-1])
     answer["executor_cpu_s"] = executor_cpu(event_log, before)
-    return answer, wall, cpu
+    return answer, wall
 
 
 def check(name: str, got: dict, truth: dict) -> list[str]:
@@ -339,9 +331,9 @@ def run_size(n: int, work: Path, driver_memory: str, keep: bool, event_log: Path
     duck_s, duck_cpu = time.perf_counter() - start, time.process_time() - duck_cpu
     con.close()
 
-    summary, wall, cpu = spark_reconcile(root, work / "spark-out", driver_memory, event_log)
+    summary, wall = spark_reconcile(root, work / "spark-out", driver_memory, event_log)
     job_s = sum(summary["timings_s"].values())
-    minimal, referee_wall, referee_cpu = referee(root, work / "referee-out", driver_memory, event_log)
+    minimal, referee_wall = referee(root, work / "referee-out", driver_memory, event_log)
     c = summary["comparisons"][0]
     spark_totals = c["totals"]
     issues = [*check("spark", spark_totals, truth), *check("duckdb", duck, truth),
@@ -357,8 +349,8 @@ def run_size(n: int, work: Path, driver_memory: str, keep: bool, event_log: Path
     rows = truth["primary_rows"] + truth["secondary_rows"]
     return {"n": n, "rows": rows, "duckdb_s": duck_s, "duckdb_cpu_s": duck_cpu, "spark_job_s": job_s,
             "spark_wall_s": wall,
-            "referee_s": minimal["job_s"], "referee_wall_s": referee_wall, "spark_cpu_s": cpu,
-            "referee_cpu_s": referee_cpu, "spark_tasks_cpu_s": summary["executor_cpu_s"],
+            "referee_s": minimal["job_s"], "referee_wall_s": referee_wall,
+            "spark_tasks_cpu_s": summary["executor_cpu_s"],
             "referee_tasks_cpu_s": minimal["executor_cpu_s"],
             "phases": summary["timings_s"], "issues": issues, "out_of_order": ordering}
 
@@ -552,10 +544,8 @@ def main(argv: list[str]) -> int:
                   f"spark job {r['spark_job_s']:.1f}s "
                   f"(phases {r['phases']}) | referee {r['referee_s']:.1f}s | "
                   f"incl. JVM start: spark {r['spark_wall_s']:.1f}s, referee {r['referee_wall_s']:.1f}s | "
-                  f"spark/referee {r['spark_job_s'] / r['referee_s']:.2f}x | CPU s (JVM start included): "
-                  f"spark {r['spark_cpu_s']:.1f}, referee {r['referee_cpu_s']:.1f}, "
-                  f"{r['spark_cpu_s'] / r['referee_cpu_s']:.2f}x | "
-                  f"{tasks_cpu(r)}"
+                  f"spark/referee {r['spark_job_s'] / r['referee_s']:.2f}x | "
+                  f"{tasks_cpu(r) and tasks_cpu(r) + ' | '}"
                   f"spark/duckdb {r['spark_job_s'] / r['duckdb_s']:.1f}x | {verdict}", flush=True)
     finally:
         if args.keep is None:
@@ -579,7 +569,15 @@ def tasks_cpu(r: dict) -> str:
     if r["spark_tasks_cpu_s"] is None or r["referee_tasks_cpu_s"] is None:
         return ""
     return (f"tasks' CPU s (event logs): spark {r['spark_tasks_cpu_s']:.1f}, referee "
-            f"{r['referee_tasks_cpu_s']:.1f}, {r['spark_tasks_cpu_s'] / r['referee_tasks_cpu_s']:.2f}x | ")
+            f"{r['referee_tasks_cpu_s']:.1f}, {r['spark_tasks_cpu_s'] / r['referee_tasks_cpu_s']:.2f}x")
+
+
+def cpu_vs_duckdb(r: dict) -> str:
+    """The Spark tasks' CPU seconds against DuckDB's process CPU seconds (both threads), where measured."""
+    if r["spark_tasks_cpu_s"] is None:
+        return ""
+    return (f"; CPU s: spark tasks {r['spark_tasks_cpu_s']:.1f} vs DuckDB {r['duckdb_cpu_s']:.1f}, "
+            f"{r['spark_tasks_cpu_s'] / r['duckdb_cpu_s']:.1f}x")
 
 
 def targets(results: list[dict]) -> list[str]:
@@ -597,8 +595,7 @@ def targets(results: list[dict]) -> list[str]:
     for r in results:
         ratio = r["spark_job_s"] / r["referee_s"]
         lines.append(f"  job time at {r['n']:,} <= 1.3x the minimal Spark job: {verdict(ratio <= 1.3)} "
-                     f"({ratio:.2f}x: {r['spark_job_s']:.1f} s vs {r['referee_s']:.1f} s; CPU seconds "
-                     f"{r['spark_cpu_s'] / r['referee_cpu_s']:.2f}x)")
+                     f"({ratio:.2f}x: {r['spark_job_s']:.1f} s vs {r['referee_s']:.1f} s; {tasks_cpu(r)})")
     one, five, ten = by_n.get(1_000_000), by_n.get(5_000_000), by_n.get(10_000_000)
     if one:
         job = one["spark_job_s"]
@@ -608,7 +605,8 @@ def targets(results: list[dict]) -> list[str]:
     if five:
         ratio = five["spark_job_s"] / five["duckdb_s"]
         lines.append(f"  job time at 5M <= 5x DuckDB: {verdict(ratio <= 5)} ({ratio:.1f}x: "
-                     f"{five['spark_job_s']:.1f} s vs {five['duckdb_s']:.1f} s; phases {five['phases']})")
+                     f"{five['spark_job_s']:.1f} s vs {five['duckdb_s']:.1f} s; phases {five['phases']}"
+                     f"{cpu_vs_duckdb(five)})")
     else:
         lines.append("  job time at 5M <= 5x DuckDB: not measured (run size 5M)")
     if one and ten:
