@@ -595,7 +595,8 @@ def targets(results: list[dict]) -> list[str]:
     for r in results:
         ratio = r["spark_job_s"] / r["referee_s"]
         lines.append(f"  job time at {r['n']:,} <= 1.3x the minimal Spark job: {verdict(ratio <= 1.3)} "
-                     f"({ratio:.2f}x: {r['spark_job_s']:.1f} s vs {r['referee_s']:.1f} s; {tasks_cpu(r)})")
+                     f"({ratio:.2f}x: {r['spark_job_s']:.1f} s vs {r['referee_s']:.1f} s"
+                     f"{tasks_cpu(r) and '; ' + tasks_cpu(r)})")
     one, five, ten = by_n.get(1_000_000), by_n.get(5_000_000), by_n.get(10_000_000)
     if one:
         job = one["spark_job_s"]
