@@ -5,8 +5,5 @@ if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&
   exit 0
 fi
 echo "chromium or chromedriver not found; installing chromium and chromium-driver with apt-get" >&2
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+bash "$(dirname "$0")/apt-install.sh" chromium chromium-driver
 chromium --version

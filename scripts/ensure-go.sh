@@ -9,10 +9,7 @@ if command -v go >/dev/null 2>&1 && recent; then
 fi
 if ! command -v go >/dev/null 2>&1; then
   echo "Go not found; installing golang-go with apt-get" >&2
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq golang-go >/dev/null
+  bash "$(dirname "$0")/apt-install.sh" golang-go
 fi
 if ! recent; then
   echo "tests/compat/go needs Go 1.26+, found $(go version 2>&1); put a newer go on PATH" >&2

@@ -6,8 +6,5 @@ if command -v java >/dev/null 2>&1 && [ "$(major)" -ge 17 ] 2>/dev/null; then
   exit 0
 fi
 echo "Java 17+ not found; installing openjdk-17-jre-headless with apt-get" >&2
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+bash "$(dirname "$0")/apt-install.sh" openjdk-17-jre-headless
 java -version

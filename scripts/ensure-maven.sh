@@ -7,8 +7,5 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "${missing[*]} not found; installing with apt-get" >&2
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+bash "$(dirname "$0")/apt-install.sh" "${missing[@]}"
 mvn -v | head -1

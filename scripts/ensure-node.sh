@@ -7,8 +7,5 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && [ "$(maj
   exit 0
 fi
 echo "Node.js 18+ with npm not found; installing nodejs and npm with apt-get" >&2
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+bash "$(dirname "$0")/apt-install.sh" nodejs npm
 node --version

@@ -6,8 +6,5 @@ if command -v valgrind >/dev/null 2>&1; then
   exit 0
 fi
 echo "valgrind not found; installing Debian's valgrind with apt-get" >&2
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+bash "$(dirname "$0")/apt-install.sh" --no-install-recommends valgrind
 valgrind --version
