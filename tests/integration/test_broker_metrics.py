@@ -3,8 +3,11 @@ reads it; free from loopback, a Listen or Manage token from anywhere else."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
@@ -33,7 +36,18 @@ def _scrape(port: int) -> dict[tuple[str, str], float]:
         text = response.read().decode()
     return {(sample.name, sample.labels.get("entity", "")): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples
-            if sample.labels["namespace"] == "metrics"}
+            if sample.labels["namespace"] == "metrics" and "protocol" not in sample.labels}
+
+
+def _scrape_rest(port: int) -> dict[tuple[str, str, str], float]:
+    """The REST door's series: (series name, operation, status) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {(sample.name, sample.labels["operation"], sample.labels.get("status", "")): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples
+            if sample.labels.get("protocol") == "rest" and "le" not in sample.labels}
 
 
 def test_the_sdks_work_counted_exactly() -> None:
@@ -111,3 +125,67 @@ def test_from_elsewhere_a_listen_or_manage_token_is_needed() -> None:
         assert scrape(token("reader", "d3Jvbmcta2V5")) == 401  # a wrong key
         page = admin.respond("GET", "/metrics", {}, b"", "http", peer="127.0.0.1")
         assert page.status == 200 and b"SharedAccessKey" not in page.body and b"U0FTX0tF" not in page.body
+
+
+def test_rest_requests_are_counted_per_operation_beside_the_amqp_series() -> None:
+    """Real HTTP requests on the REST door, from many threads at once: each is counted once, its failures
+    by class and status, its latency in the AMQP families' histograms; the AMQP series stay as they were."""
+    with BrokerServer(parse(TOPOLOGY)) as server:
+        ns = server.namespaces["metrics"]
+        key = TOPOLOGY["namespaces"]["metrics"]["policies"]["RootManageSharedAccessKey"]["key"]
+        token = generate_sas_token(f"http://127.0.0.1:{ns.admin_port}/", "RootManageSharedAccessKey", key,
+                                   int(time.time()) + 600)
+
+        def rest(method: str, path: str, body: bytes = b"") -> tuple[int, dict]:
+            connection = http.client.HTTPConnection("127.0.0.1", ns.admin_port, timeout=30)
+            try:
+                connection.request(method, path, body=body, headers={"Authorization": token})
+                response = connection.getresponse()
+                response.read()
+                return response.status, dict(response.headers)
+            finally:
+                connection.close()
+
+        with ThreadPoolExecutor(8) as pool:
+            sent = list(pool.map(lambda i: rest("POST", "/orders/messages", f"m-{i}".encode())[0], range(40)))
+        assert sent == [201] * 40
+        assert rest("POST", "/nope/messages", b"x")[0] == 410  # no such queue: the client's error
+        locks = []
+        for _ in range(3):
+            status, headers = rest("POST", "/orders/messages/head?timeout=5")
+            assert status == 201
+            props = json.loads(headers["BrokerProperties"])
+            locks.append(f"/orders/messages/{props['MessageId']}/{props['LockToken']}")
+        assert rest("POST", locks[0])[0] == 200  # renew
+        assert rest("DELETE", locks[0])[0] == 200  # complete
+        assert rest("DELETE", locks[0])[0] == 404  # completed already: the lock is gone
+        assert rest("PUT", locks[1])[0] == 200  # unlock
+        assert rest("DELETE", "/orders/messages/head?timeout=0")[0] == 200  # receive and delete
+        # parked, then nothing within its timeout
+        assert rest("DELETE", "/events/subscriptions/all/messages/head?timeout=1")[0] == 204
+        ns.faults.set({"namespace_down": "refuse"})
+        assert rest("PUT", locks[2])[0] == 503  # down: throttled
+        ns.faults.set({"namespace_down": None})
+
+        counted = _scrape_rest(ns.admin_port)
+        incoming = {op: counted[("servicebus_incoming_requests_total", op, "")] for op in
+                    ("send", "peek_lock", "receive_and_delete", "unlock", "complete", "renew")}
+        assert incoming == {"send": 41, "peek_lock": 3, "receive_and_delete": 2, "unlock": 2, "complete": 2,
+                            "renew": 1}
+        errors = {key: value for key, value in counted.items()
+                  if key[0] in ("servicebus_user_errors_total", "servicebus_server_errors_total",
+                                "servicebus_throttled_requests_total")}
+        assert errors == {("servicebus_user_errors_total", "send", "410"): 1,
+                          ("servicebus_user_errors_total", "complete", "404"): 1,
+                          ("servicebus_throttled_requests_total", "unlock", "503"): 1}
+        assert counted[("servicebus_successful_requests_total", "send", "")] == 40
+        assert counted[("servicebus_successful_requests_total", "unlock", "")] == 1
+        assert counted[("servicebus_successful_requests_total", "receive_and_delete", "")] == 2
+        assert counted[("servicebus_server_send_latency_seconds_count", "send", "")] == 41
+        assert counted[("servicebus_server_settle_latency_seconds_count", "complete", "")] == 2
+        assert counted[("servicebus_server_settle_latency_seconds_count", "renew", "")] == 1
+        assert counted[("servicebus_server_send_latency_seconds_sum", "send", "")] > 0
+        amqp = _scrape(ns.admin_port)  # nothing came through the AMQP door
+        assert amqp[("servicebus_incoming_requests_total", "")] == 0
+        assert amqp[("servicebus_server_send_latency_seconds_count", "")] == 0
+        assert amqp[("servicebus_incoming_messages_total", "orders")] == 40

@@ -15,6 +15,7 @@ from typing import Any
 
 from local_broker.console.operations import EntityRow
 from local_broker.wire.amqp.tally import Histogram, Requests
+from local_broker.wire.rest.tally import LATENCY_FAMILY, OPERATIONS, RestCounts
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -65,9 +66,11 @@ class ConnectionCounts:
 
 
 def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCounts,
-           available: bool, requests: Requests) -> bytes:
+           available: bool, requests: Requests, rest: RestCounts | None = None) -> bytes:
     """`available`: the namespace serves clients (not taken down through the control API or the console);
-    `requests`: its AMQP endpoint's requests, failures and latencies."""
+    `requests`: its AMQP endpoint's requests, failures and latencies; `rest`: its REST messaging door's,
+    the same families' series with `protocol="rest"` and `operation` (the AMQP series keep their labels)."""
+    rest = rest or RestCounts()
     rows = list(rows)
     lines: list[str] = []
     for family in ENTITY_FAMILIES:
@@ -84,37 +87,53 @@ def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCou
             ("servicebus_connections_opened_total", "counter", "ConnectionsOpened", "AMQP connections opened",
              connections.opened),
             ("servicebus_connections_closed_total", "counter", "ConnectionsClosed", "AMQP connections closed",
-             connections.closed),
-            ("servicebus_incoming_requests_total", "counter", "IncomingRequests",
-             "AMQP requests: attaches, sends, settlements, $cbs and $management requests", requests.incoming),
-            ("servicebus_successful_requests_total", "counter", "SuccessfulRequests",
-             "Requests that succeeded", requests.successful),
-            ("servicebus_user_errors_total", "counter", "UserErrors",
-             "Requests refused for the client's error (not found, unauthorized, lock lost, too large, ...)",
-             requests.user_errors),
-            ("servicebus_server_errors_total", "counter", "ServerErrors",
-             "Requests failed by the broker (its store could not write)", requests.server_errors),
-            ("servicebus_throttled_requests_total", "counter", "ThrottledRequests",
-             "Requests refused as server-busy", requests.throttled)):
+             connections.closed)):
         _head(lines, name, kind, azure, text)
         lines.append(f"{name}{ns} {value}")
-    for name, azure, text, histogram in (
+    for name, azure, text, value, rest_values in (
+            ("servicebus_incoming_requests_total", "IncomingRequests",
+             "Requests: AMQP attaches, sends, settlements, $cbs and $management requests; REST messaging "
+             "requests", requests.incoming, lambda op: rest.incoming[op]),
+            ("servicebus_successful_requests_total", "SuccessfulRequests",
+             "Requests that succeeded", requests.successful, rest.successful)):
+        _head(lines, name, "counter", azure, text)
+        lines.append(f"{name}{ns} {value}")
+        lines += [f"{name}{_labels(namespace=namespace, protocol='rest', operation=op)} {rest_values(op)}"
+                  for op in OPERATIONS]
+    for name, azure, text, kind in (
+            ("servicebus_user_errors_total", "UserErrors",
+             "Requests refused for the client's error (not found, unauthorized, lock lost, too large, ...)",
+             "user_errors"),
+            ("servicebus_server_errors_total", "ServerErrors",
+             "Requests failed by the broker (its store could not write)", "server_errors"),
+            ("servicebus_throttled_requests_total", "ThrottledRequests",
+             "Requests refused as server-busy", "throttled")):
+        _head(lines, name, "counter", azure, text)
+        lines.append(f"{name}{ns} {getattr(requests, kind)}")
+        lines += [f"{name}{_labels(namespace=namespace, protocol='rest', operation=op, status=status)} {n}"
+                  for (op, counted, status), n in sorted(rest.errors.items()) if counted == kind]
+    for name, azure, text, family, histogram in (
             ("servicebus_server_send_latency_seconds", "ServerSendLatency",
-             "From the broker reading a send to its acceptance leaving", requests.send_latency),
+             "From the broker reading a send to its acceptance leaving", "send", requests.send_latency),
             ("servicebus_server_settle_latency_seconds", "",
-             "From the broker reading a settlement to its answer leaving", requests.settle_latency)):
+             "From the broker reading a settlement (REST: also a renew) to its answer leaving", "settle",
+             requests.settle_latency)):
         _head(lines, name, "histogram", azure, text)
-        lines += _histogram(name, namespace, histogram)
+        lines += _histogram(name, {"namespace": namespace}, histogram)
+        for op, rest_histogram in rest.latency.items():
+            if LATENCY_FAMILY[op] == family:
+                lines += _histogram(name, {"namespace": namespace, "protocol": "rest", "operation": op},
+                                    rest_histogram)
     return ("\n".join(lines) + "\n").encode()
 
 
-def _histogram(name: str, namespace: str, histogram: Histogram) -> list[str]:
+def _histogram(name: str, labels: dict[str, str], histogram: Histogram) -> list[str]:
     lines, cumulative = [], 0
     for bound, count in zip((*histogram.bounds, "+Inf"), histogram.buckets, strict=True):
         cumulative += count
-        lines.append(f"{name}_bucket{_labels(namespace=namespace, le=bound)} {cumulative}")
-    ns = _labels(namespace=namespace)
-    return [*lines, f"{name}_sum{ns} {histogram.sum}", f"{name}_count{ns} {histogram.count}"]
+        lines.append(f"{name}_bucket{_labels(**labels, le=bound)} {cumulative}")
+    series = _labels(**labels)
+    return [*lines, f"{name}_sum{series} {histogram.sum}", f"{name}_count{series} {histogram.count}"]
 
 
 def _head(lines: list[str], name: str, kind: str, azure: str, text: str) -> None:

@@ -429,7 +429,8 @@ class AdminServer:
                 claim.require("", LISTEN)
         _, rows = self.run_on_engine(console_operations.entities)
         page = metrics.render(self.namespace_name, rows, self.connections(),
-                              available=self.faults.state.namespace_down is None, requests=self.requests)
+                              available=self.faults.state.namespace_down is None, requests=self.requests,
+                              rest=self.messaging.requests.snapshot() if self.messaging else None)
         return AdminResponse(200, page, metrics.CONTENT_TYPE)
 
     def _verify(self, token: str | None) -> Any:

@@ -34,6 +34,32 @@ class Histogram:
         self.count += times
         self.sum += seconds * times
 
+    def copy(self) -> Histogram:
+        copied = Histogram(self.bounds)
+        copied.buckets, copied.count, copied.sum = list(self.buckets), self.count, self.sum
+        return copied
+
+
+ERROR_CLASSES = ("user_errors", "server_errors", "throttled")  # Requests' fields, Azure Monitor's classes
+
+
+def failure_class(exc: BrokerError) -> str | None:
+    """The class of a request answered with `exc`: a store that cannot write is the server's error, else as
+    `error_class` classes its status and condition."""
+    if isinstance(exc, StoreWriteError):
+        return "server_errors"
+    return error_class(exc.http_status, exc.amqp_condition)
+
+
+def error_class(status: int, condition: str | None) -> str | None:
+    """The class of an error answer: busy is throttled, any other 5xx a server error, the rest the
+    client's; a receiver's wait for a session that ran out is no error (None)."""
+    if condition == OperationTimeoutError.amqp_condition:
+        return None
+    if condition == ServerBusyError.amqp_condition:
+        return "throttled"
+    return "server_errors" if status >= 500 else "user_errors"
+
 
 @dataclass
 class Requests:
@@ -45,24 +71,16 @@ class Requests:
     settle_latency: Histogram = field(default_factory=Histogram)
 
     def failed(self, exc: BrokerError) -> None:
-        """A request answered with `exc`: a store that cannot write is the server's error, else as
-        `answered` classes its status and condition."""
-        if isinstance(exc, StoreWriteError):
-            self.server_errors += 1
-        else:
-            self.answered(exc.http_status, exc.amqp_condition)
+        """A request answered with `exc`, counted in its class (`failure_class`)."""
+        self._count(failure_class(exc))
 
     def answered(self, status: int, condition: str | None) -> None:
-        """A request answered with an error status: busy is throttled, any other 5xx a server error, the rest
-        the client's; a receiver's wait for a session that ran out is no error."""
-        if condition == OperationTimeoutError.amqp_condition:
-            return
-        if condition == ServerBusyError.amqp_condition:
-            self.throttled += 1
-        elif status >= 500:
-            self.server_errors += 1
-        else:
-            self.user_errors += 1
+        """A request answered with an error status, counted in its class (`error_class`)."""
+        self._count(error_class(status, condition))
+
+    def _count(self, kind: str | None) -> None:
+        if kind is not None:
+            setattr(self, kind, getattr(self, kind) + 1)
 
     @property
     def successful(self) -> int:

@@ -45,6 +45,7 @@ from local_broker.wire.admin import atom
 from local_broker.wire.admin.operations import AdminResponse as Answer
 from local_broker.wire.rest import properties
 from local_broker.wire.rest.heads import HeadRequests, Outcome, Parked
+from local_broker.wire.rest.tally import RestRequests
 
 log = logging.getLogger("local_broker.rest")
 MESSAGES = "messages"
@@ -112,31 +113,42 @@ class MessagingApi:
         self.ns = heads.ns
         self.clock = clock
         self._claims: dict[str, Any] = {}  # verified tokens (Authorization header as sent) -> their claim
+        self.requests = RestRequests()  # requests, failures and latencies since the broker started (/metrics)
         faults.on_change(self._on_fault_change)
 
     def respond(self, request: Route, query: dict[str, str], headers: dict[str, str], body: bytes,
                 base_url: str, connection_open: Callable[[], bool] = lambda: True) -> Answer | Parked:
-        """The answer (or, for a long poll, a `Parked` answer to come); never raises.
+        """The answer (or, for a long poll, a `Parked` answer to come), counted in `requests`; never raises.
         `connection_open()`: whether the client still waits (see `Parked`)."""
+        started = time.perf_counter()
+        failure: BrokerError | None = None
         try:
-            state = self.faults.state
-            if state.namespace_down is not None:
-                raise self._down(state)
-            if state.latency_ms:
-                time.sleep(state.latency_seconds)
-            claim = self._verify(next((v for k, v in headers.items() if k.lower() == "authorization"), None))
-            claim.require(request.entity, SEND if request.operation == "send" else LISTEN)
-            if request.operation == "send":
-                return self._send(request.entity, headers, body)
-            if request.operation in ("peek_lock", "receive_and_delete"):
-                return self._head(request, query, f"{base_url}/{quote(request.entity)}/{MESSAGES}",
-                                  connection_open)
-            return self._settle(request)
+            answer = self._respond(request, query, headers, body, base_url, connection_open, started)
         except BrokerError as exc:
-            return error_answer(exc)
+            failure, answer = exc, error_answer(exc)
         except Exception:
             log.exception("messaging request %s on %s failed", request.operation, request.entity)
-            return error_answer(BrokerError("The broker failed to process the request."))
+            failure = BrokerError("The broker failed to process the request.")
+            answer = error_answer(failure)
+        if isinstance(answer, Answer):
+            self.requests.answered(request.operation, answer.status, failure, started)
+        return answer
+
+    def _respond(self, request: Route, query: dict[str, str], headers: dict[str, str], body: bytes,
+                 base_url: str, connection_open: Callable[[], bool], started: float) -> Answer | Parked:
+        state = self.faults.state
+        if state.namespace_down is not None:
+            raise self._down(state)
+        if state.latency_ms:
+            time.sleep(state.latency_seconds)
+        claim = self._verify(next((v for k, v in headers.items() if k.lower() == "authorization"), None))
+        claim.require(request.entity, SEND if request.operation == "send" else LISTEN)
+        if request.operation == "send":
+            return self._send(request.entity, headers, body)
+        if request.operation in ("peek_lock", "receive_and_delete"):
+            return self._head(request, query, f"{base_url}/{quote(request.entity)}/{MESSAGES}",
+                              connection_open, started)
+        return self._settle(request)
 
     def _verify(self, token: str | None) -> Any:
         """The token's claim. A verified token is kept until it expires: a client signs one and sends it
@@ -167,14 +179,17 @@ class MessagingApi:
         return Answer(201, b"", XML)
 
     def _head(self, request: Route, query: dict[str, str], lock_path: str,
-              connection_open: Callable[[], bool]) -> Answer | Parked:
+              connection_open: Callable[[], bool], started: float) -> Answer | Parked:
         timeout = _timeout(query.get("timeout"))
         peek_lock = request.operation == "peek_lock"
         mode = ReceiveMode.PEEK_LOCK if peek_lock else ReceiveMode.RECEIVE_AND_DELETE
         parked = Parked(connection_open)
 
         def finish(outcome: Outcome) -> None:  # on the reactor, after the commit
-            parked.settle(self._head_answer(outcome, peek_lock, lock_path))
+            answer = self._head_answer(outcome, peek_lock, lock_path)
+            failure = outcome if isinstance(outcome, BrokerError) else None
+            self.requests.answered(request.operation, answer.status, failure, started)
+            parked.settle(answer)
 
         taken = self.call(lambda: self.heads.take(request.entity, mode, timeout, finish, parked))
         if taken is not None:

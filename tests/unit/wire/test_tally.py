@@ -1,7 +1,10 @@
-"""How the AMQP endpoint classes a request's failure (Azure Monitor's UserErrors, ServerErrors,
-ThrottledRequests) and buckets its latency."""
+"""How the AMQP endpoint (and the REST door) classes a request's failure (Azure Monitor's UserErrors,
+ServerErrors, ThrottledRequests) and buckets its latency."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
@@ -14,6 +17,7 @@ from local_broker.engine.errors import (
     UnauthorizedError,
 )
 from local_broker.wire.amqp.tally import LATENCY_BOUNDS, Histogram, Requests
+from local_broker.wire.rest.tally import RestRequests
 
 
 @pytest.mark.parametrize(("error", "counted"), [
@@ -51,3 +55,34 @@ def test_latencies_fall_in_their_buckets_weighted_by_how_many_waited() -> None:
     assert histogram.count == 12 and histogram.sum == pytest.approx(0.0004 + 0.03 + LATENCY_BOUNDS[-1] * 2)
     assert histogram.buckets[0] == 1 and histogram.buckets[LATENCY_BOUNDS.index(0.005)] == 10
     assert histogram.buckets[-1] == 1 and sum(histogram.buckets) == 12
+
+
+def test_rest_requests_answered_on_many_threads_are_all_counted() -> None:
+    """HTTP handler threads and the reactor answer REST requests at once: no count may be lost."""
+    requests = RestRequests()
+    started = time.perf_counter()
+
+    def answer(n: int) -> None:
+        for i in range(n):
+            failure = MessageLockLostError() if i % 10 == 0 else None
+            requests.answered("complete", 404 if failure else 200, failure, started)
+
+    threads = [threading.Thread(target=answer, args=(2000,)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    counts = requests.snapshot()
+    assert counts.incoming["complete"] == 16000
+    assert counts.errors == {("complete", "user_errors", 404): 1600}
+    assert counts.successful("complete") == 14400 and counts.latency["complete"].count == 16000
+    assert counts.latency["send"].count == 0 and "peek_lock" not in counts.latency  # a long poll's wait
+
+
+def test_a_rest_failure_is_classed_as_the_amqp_doors() -> None:
+    requests = RestRequests()
+    for status, failure in ((503, ServerBusyError("down")), (503, StoreWriteError("disk")), (201, None)):
+        requests.answered("send", status, failure, time.perf_counter())
+    counts = requests.snapshot()
+    assert counts.errors == {("send", "throttled", 503): 1, ("send", "server_errors", 503): 1}
+    assert counts.successful("send") == 1
