@@ -46,6 +46,11 @@ class Settlement:
         sq.entity.accessed = now
         return out
 
+    def locked_message(self, path: str, lock_token: uuid.UUID) -> Message:
+        """The message `lock_token` locks on `path` (MessageLockLostError when the lock is gone): a REST
+        lock URL names the message too, and must name this one."""
+        return self._locked(path, [lock_token], None)[0]
+
     def _modify(self, m: Message, properties_to_modify: dict[str, Any] | None) -> None:
         if properties_to_modify:
             m.with_application_properties(properties_to_modify)

@@ -17,6 +17,7 @@ import ssl
 import subprocess
 import threading
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
 from urllib.parse import urlsplit
@@ -32,7 +33,7 @@ CURL = shutil.which("curl") or "curl"  # Debian's, on the machines that run thes
 ROOT_KEY = "cm9vdC1rZXktZm9yLXJlc3Q="
 LISTEN_KEY, SEND_KEY = "bGlzdGVuLXJlc3Q=", "c2VuZC1yZXN0"
 QUEUES = ["basic", "batch", "settle", "lost", "timeout", "large", "down", "polls", "from-rest", "from-amqp",
-          "tls", "rights", "left", "scheduled", "curl"]
+          "tls", "rights", "left", "scheduled", "curl", "named"]
 TOPOLOGY = {"namespaces": {"rest": {
     "policies": {
         "RootManageSharedAccessKey": {"key": ROOT_KEY, "rights": ["Manage", "Send", "Listen"]},
@@ -176,6 +177,31 @@ def test_a_lost_lock_is_404_as_learn_documents_with_service_bus_detail(rest) -> 
         assert status == 404
         assert body.startswith(b"<Error><Code>404</Code><Detail>The lock supplied is invalid.")
         assert answer_headers["Content-Type"] == "application/xml; charset=utf-8"
+
+
+def test_the_lock_url_must_name_the_locked_message_by_id_or_sequence_number(rest) -> None:
+    """Learn's Unlock, Delete and Renew-Lock: `/{queue}/messages/{MessageId|SequenceNumber}/{LockToken}`;
+    a segment that names another message finds none (404, as a lost lock) and leaves the lock alone."""
+    message_id = "order/7 of 9"  # a '/' and spaces: Location quotes it into one segment
+    rest("POST", "/named/messages", b"x", BrokerProperties=json.dumps({"MessageId": message_id}))
+    rest("POST", "/named/messages", b"y", BrokerProperties=json.dumps({"MessageId": "other"}))
+    _, headers, _ = rest("POST", "/named/messages/head?timeout=5")
+    _, other_headers, _ = rest("POST", "/named/messages/head?timeout=5")
+    props, other = broker_properties(headers), broker_properties(other_headers)
+    assert (props["MessageId"], other["MessageId"]) == (message_id, "other")
+    token, sequence = props["LockToken"], props["SequenceNumber"]
+    assert lock_path(headers) == f"/named/messages/order%2F7%20of%209/{token}"
+    _, _, lost = rest("PUT", f"/named/messages/{sequence}/{uuid.uuid4()}")  # a lock that is not there
+    assert lost.startswith(b"<Error><Code>404</Code><Detail>The lock supplied is invalid.")
+    for wrong in ("other", str(other["SequenceNumber"]), "order", "order%2F7", "0"):
+        for method in ("DELETE", "PUT", "POST"):
+            status, answer_headers, body = rest(method, f"/named/messages/{wrong}/{token}")
+            assert (status, body) == (404, lost)
+            assert answer_headers["Content-Type"] == "application/xml; charset=utf-8"
+    assert rest("POST", f"/named/messages/{sequence}/{token}")[0] == 200  # renew, by SequenceNumber
+    assert rest("DELETE", lock_path(headers))[0] == 200  # complete, by MessageId: the lock was kept
+    assert rest("DELETE", f"/named/messages/{other['SequenceNumber']}/{other['LockToken']}")[0] == 200
+    assert rest("POST", "/named/messages/head?timeout=0")[0] == 204  # both completed, none redelivered
 
 
 def test_a_long_poll_with_nothing_there_answers_204_after_its_timeout(rest) -> None:

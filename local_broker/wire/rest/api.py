@@ -12,10 +12,11 @@ Routes (entity: a queue or topic path; a receiver path: a queue or `{topic}/subs
 
 Authorization is the management port's: a SAS token with Send (sending) or Listen (the rest) for the
 entity. Errors are the engine's, with its HTTP status, in Service Bus's `<Error>` body; 503 while the
-namespace is down by fault injection. The message lock is found by its token (the id segment of the
-path is what Location says, and is not otherwise needed). Sessions: a message carries its SessionId
-(BrokerProperties) on send; receiving from a session-enabled entity is refused here as on AMQP without a
-session filter: Service Bus's REST API has no session receivers (nor dead-lettering or deferral by lock).
+namespace is down by fault injection. The message lock is found by its token; the id segment (Location's:
+the MessageId, else the SequenceNumber; either is accepted) must name the message it locks, else 404.
+Sessions: a message carries its SessionId (BrokerProperties) on send; receiving from a session-enabled
+entity is refused here as on AMQP without a session filter: Service Bus's REST API has no session
+receivers (nor dead-lettering or deferral by lock).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from local_broker.engine import (
     ArgumentError,
     BrokerError,
     EntityNotFoundError,
+    Message,
     MessageLockLostError,
     MessageNotFoundError,
     MessageSizeExceededError,
@@ -210,12 +212,16 @@ class MessagingApi:
     def _settle(self, request: Route) -> Answer:
         tokens = [request.lock_token]
         entity = request.entity
-        if request.operation == "complete":
-            self.call(lambda: self.ns.complete(entity, tokens))
-        elif request.operation == "unlock":
-            self.call(lambda: self.ns.abandon(entity, tokens))
-        else:
-            self.call(lambda: self.ns.renew_lock(entity, tokens))
+        settle = {"complete": lambda: self.ns.complete(entity, tokens),
+                  "unlock": lambda: self.ns.abandon(entity, tokens),
+                  "renew": lambda: self.ns.renew_lock(entity, tokens)}[request.operation]
+
+        def named_then_settled() -> None:  # one reactor call: the lock cannot change in between
+            if not _names(request.message, self.ns.locked_message(entity, request.lock_token)):
+                raise MessageLockLostError()  # the lock locks another message: Service Bus finds none, 404
+            settle()
+
+        self.call(named_then_settled)
         return Answer(200, b"")
 
     def _on_fault_change(self, old: FaultState, new: FaultState) -> None:
@@ -227,6 +233,11 @@ class MessagingApi:
     def _down(self, state: FaultState) -> ServerBusyError:
         return ServerBusyError(f"The namespace '{self.namespace_name}' is unavailable (fault injection: "
                                f"namespace_down={state.namespace_down}).")
+
+
+def _names(segment: str, m: Message) -> bool:
+    """Whether a lock URL's message segment names `m`: by its MessageId or its SequenceNumber (Learn)."""
+    return segment == str(m.sequence_number) or (bool(m.message_id) and segment == str(m.message_id))
 
 
 def _timeout(text: str | None) -> float:

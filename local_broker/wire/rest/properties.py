@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
+from urllib.parse import quote
 
 from local_broker.engine import ArgumentError, Message
 from local_broker.engine.message import MessageState
@@ -187,7 +188,9 @@ def response_headers(m: Message, lock_path: str | None) -> dict[str, str]:
         if _header_name(name) and name.lower() not in HTTP_HEADERS:
             headers[name] = write_custom(value)
     if m.lock_token is not None and lock_path is not None:
-        headers["Location"] = f"{lock_path}/{m.message_id or m.sequence_number}/{m.lock_token}"
+        # one path segment, whatever the MessageId holds ('/' included)
+        segment = quote(str(m.message_id or m.sequence_number), safe="")
+        headers["Location"] = f"{lock_path}/{segment}/{m.lock_token}"
     return headers
 
 

@@ -117,6 +117,18 @@ def test_renew_lock_extends(ns: Namespace, queue: str, clock) -> None:
     ns.complete(queue, [m.lock_token])
 
 
+def test_the_locked_message_is_found_by_its_token_until_the_lock_expires(ns: Namespace, queue: str,
+                                                                         clock) -> None:
+    ns.send(queue, [msg(message_id="a"), msg(message_id="b")])
+    first, second = ns.receive(queue, 2)
+    assert ns.locked_message(queue, second.lock_token).message_id == "b"
+    token = first.lock_token
+    assert ns.locked_message(queue, token) is first
+    clock.advance(31)  # past the 30 s lock
+    with pytest.raises(MessageLockLostError):
+        ns.locked_message(queue, token)
+
+
 def test_settling_unknown_lock_is_lock_lost(ns: Namespace, queue: str) -> None:
     ns.send(queue, msg(message_id="a"))
     (m,) = ns.receive(queue, 1)
