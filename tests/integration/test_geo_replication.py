@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
@@ -128,3 +129,54 @@ def test_the_primary_throttles_with_server_busy_beyond_the_maximum_lag():
                 assert time.monotonic() < deadline, "the secondary did not catch up"
                 time.sleep(0.05)
             _send(sender, ["after"])
+
+
+def _geo_metrics(server: BrokerServer) -> dict[tuple[str, str], dict[str, str] | float]:
+    """(series, region) -> value (the info series: its labels), as Prometheus' parser reads /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    port = server.namespaces["orders"].admin_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {(sample.name, sample.labels.get("region", "")):
+            sample.labels if sample.name == "servicebus_geo_replica_info" else sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples
+            if sample.name.startswith("servicebus_geo_") and sample.labels["namespace"] == "orders"}
+
+
+def test_metrics_show_each_replicas_role_state_and_a_secondarys_lag():
+    with BrokerServer(_topology("asynchronous", max_lag="PT1M")) as server:
+        conn = server.namespaces["orders"].connection_string
+        caught_up = _geo_metrics(server)
+        assert caught_up[("servicebus_geo_replica_info", "west")] == {
+            "namespace": "orders", "region": "west", "role": "Primary", "state": "Ready"}
+        assert caught_up[("servicebus_geo_replica_info", "north")]["role"] == "Secondary"
+        assert caught_up[("servicebus_geo_replication_lag_seconds", "north")] == 0
+        assert caught_up[("servicebus_geo_replication_pending_operations", "north")] == 0
+        assert caught_up[("servicebus_geo_max_replication_lag_seconds", "")] == 60
+        assert ("servicebus_geo_replication_lag_seconds", "west") not in caught_up  # the primary has no lag
+        _control(server, "PUT", "/regions/north", {"latency_ms": 600_000})  # a far region: nothing ships
+        with ServiceBusClient.from_connection_string(conn) as client, client.get_queue_sender("q") as sender:
+            _send(sender, ["a", "b"])
+            time.sleep(0.2)
+            behind = _geo_metrics(server)
+            assert behind[("servicebus_geo_replication_lag_seconds", "north")] >= 0.2
+            assert behind[("servicebus_geo_replication_pending_operations", "north")] >= 1
+            _control(server, "PUT", "/regions/north", {"available": False, "latency_ms": 0})
+            assert _geo_metrics(server)[("servicebus_geo_replica_info", "north")]["state"] == "Unavailable"
+            _control(server, "PUT", "/regions/north", {"available": True})
+            deadline = time.monotonic() + 10
+            while _geo_metrics(server)[("servicebus_geo_replication_pending_operations", "north")]:
+                assert time.monotonic() < deadline, "the secondary did not catch up"
+                time.sleep(0.05)
+            _control(server, "POST", "/promote", {"region": "north", "mode": "planned"})
+        promoted = _geo_metrics(server)
+        assert {region: promoted[("servicebus_geo_replica_info", region)]["role"]
+                for region in ("west", "north")} == {"west": "Secondary", "north": "Primary"}
+        assert promoted[("servicebus_geo_replication_lag_seconds", "west")] == 0
+        assert ("servicebus_geo_replication_lag_seconds", "north") not in promoted
+
+
+def test_a_namespace_without_geo_replication_has_no_geo_series():
+    with BrokerServer({"namespaces": {"orders": {}}}) as server:
+        assert _geo_metrics(server) == {}

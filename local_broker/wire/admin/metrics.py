@@ -66,10 +66,12 @@ class ConnectionCounts:
 
 
 def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCounts,
-           available: bool, requests: Requests, rest: RestCounts | None = None) -> bytes:
+           available: bool, requests: Requests, rest: RestCounts | None = None,
+           geo: dict[str, Any] | None = None) -> bytes:
     """`available`: the namespace serves clients (not taken down through the control API or the console);
     `requests`: its AMQP endpoint's requests, failures and latencies; `rest`: its REST messaging door's,
-    the same families' series with `protocol="rest"` and `operation` (the AMQP series keep their labels)."""
+    the same families' series with `protocol="rest"` and `operation` (the AMQP series keep their labels);
+    `geo`: a geo-replicated namespace's replicas, as /$control/geo answers them (`GeoStore.status`)."""
     rest = rest or RestCounts()
     rows = list(rows)
     lines: list[str] = []
@@ -124,6 +126,8 @@ def render(namespace: str, rows: Iterable[EntityRow], connections: ConnectionCou
             if LATENCY_FAMILY[op] == family:
                 lines += _histogram(name, {"namespace": namespace, "protocol": "rest", "operation": op},
                                     rest_histogram)
+    if geo is not None:
+        lines += _geo(namespace, geo)
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -134,6 +138,32 @@ def _histogram(name: str, labels: dict[str, str], histogram: Histogram) -> list[
         lines.append(f"{name}_bucket{_labels(**labels, le=bound)} {cumulative}")
     series = _labels(**labels)
     return [*lines, f"{name}_sum{series} {histogram.sum}", f"{name}_count{series} {histogram.count}"]
+
+
+def _geo(namespace: str, status: dict[str, Any]) -> list[str]:
+    """Each replica's role and state (an info gauge: 1 on the series of its current ones), and each
+    secondary's lag: what /$control/geo shows, for alerts on a secondary falling behind or out."""
+    lines: list[str] = []
+    replicas = status["replicas"]
+    secondaries = [r for r in replicas if r["role"] != "Primary"]
+    _head(lines, "servicebus_geo_replica_info", "gauge", "",
+          "1 for each replica, labelled with its region, role (Primary, Secondary) and state (Ready, "
+          "Unavailable, Seeding)")
+    lines += [f"servicebus_geo_replica_info"
+              f"{_labels(namespace=namespace, region=r['region'], role=r['role'], state=r['state'])} 1"
+              for r in replicas]
+    for name, key, text in (
+            ("servicebus_geo_replication_lag_seconds", "lag_seconds",
+             "Seconds since the oldest operation the secondary has not applied (0: caught up)"),
+            ("servicebus_geo_replication_pending_operations", "pending_operations",
+             "Operations the primary committed that the secondary has not applied")):
+        _head(lines, name, "gauge", "", text)
+        lines += [f"{name}{_labels(namespace=namespace, region=r['region'])} {r[key]}" for r in secondaries]
+    _head(lines, "servicebus_geo_max_replication_lag_seconds", "gauge", "",
+          "The lag beyond which the primary refuses work as server-busy (asynchronous; 0: synchronous)")
+    lines.append(f"servicebus_geo_max_replication_lag_seconds{_labels(namespace=namespace)} "
+                 f"{status['max_replication_lag_seconds']}")
+    return lines
 
 
 def _head(lines: list[str], name: str, kind: str, azure: str, text: str) -> None:

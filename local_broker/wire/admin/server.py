@@ -430,7 +430,8 @@ class AdminServer:
         _, rows = self.run_on_engine(console_operations.entities)
         page = metrics.render(self.namespace_name, rows, self.connections(),
                               available=self.faults.state.namespace_down is None, requests=self.requests,
-                              rest=self.messaging.requests.snapshot() if self.messaging else None)
+                              rest=self.messaging.requests.snapshot() if self.messaging else None,
+                              geo=self.control.geo.status() if self.control.geo is not None else None)
         return AdminResponse(200, page, metrics.CONTENT_TYPE)
 
     def _verify(self, token: str | None) -> Any:
