@@ -4,11 +4,12 @@ failure. Stopping lets every in-flight batch finish and settle before the receiv
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +94,7 @@ class TriggerRunner:
         self._client_kwargs = client_kwargs or {}
         self._threads: list[threading.Thread] = []
         self._holding: set[str] = set()  # workers between receiving a batch and settling it
+        self._opening: set[str] = set()  # workers opening a receiver (connecting, or waiting for a session)
         # One renewal at a time: concurrent management requests on one receiver's link break the SDK.
         self._renewer = AutoLockRenewer(
             max_lock_renewal_duration=options.lock_renewal.total_seconds(),
@@ -116,14 +118,14 @@ class TriggerRunner:
             self._threads.append(thread)
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for every worker that holds messages, and give the others STOP_GRACE to close their
-        receivers cleanly. A worker still waiting for the broker (connecting, receiving, waiting for a
-        session, retrying a broker that is gone) holds none: waiting longer for it would tie the stop to
+        """Wait for every worker that holds messages, and give those with a receiver open STOP_GRACE to
+        close it cleanly. A worker still opening one (connecting, waiting for a session, or retrying a
+        broker that is gone) holds nothing: waiting for it would tie the stop to the broker's answer and
         the SDK's retries, so it is left to leave on its own (a daemon thread)."""
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         for thread in self._threads:
-            while thread.is_alive() and (
+            while thread.is_alive() and thread.name not in self._opening and (
                 thread.name in self._holding or time.monotonic() - started < STOP_GRACE.total_seconds()
             ):
                 if deadline is not None and time.monotonic() > deadline:
@@ -138,7 +140,7 @@ class TriggerRunner:
         with self._connection.client(**self._client_kwargs) as client:
             while not self._stop.is_set():
                 try:
-                    with self._receiver(client) as receiver:
+                    with self._opened(self._receiver(client)) as receiver:
                         self._drain(receiver)
                 except OperationTimeoutError:
                     continue  # no session became available within the idle timeout
@@ -155,6 +157,21 @@ class TriggerRunner:
                             "%s: receive interrupted (%s); reconnecting", self.trigger.function_name, exc
                         )
                     self._stop.wait(RECONNECT_DELAY.total_seconds())
+
+    @contextlib.contextmanager
+    def _opened(self, receiver: ServiceBusReceiver) -> Iterator[ServiceBusReceiver]:
+        """The receiver opened (its link attached; for sessions, a session locked), the worker marked as
+        opening meanwhile (see join), and closed at the end."""
+        name = threading.current_thread().name
+        self._opening.add(name)
+        try:
+            receiver.__enter__()
+        finally:
+            self._opening.discard(name)
+        try:
+            yield receiver
+        finally:
+            receiver.__exit__(None, None, None)
 
     def _receiver(self, client: ServiceBusClient) -> ServiceBusReceiver:
         kwargs: dict[str, Any] = {"prefetch_count": self.options.prefetch_count}
