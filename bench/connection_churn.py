@@ -1,6 +1,7 @@
 """Memory of the broker while clients come and go: does what a connection took come back?
 
-    python bench/connection_churn.py [--connections 1000] [--soak-seconds 0 [--rate 300] [--churn-every 30]]
+    python bench/connection_churn.py [--connections 1000]
+        [--soak-seconds 0 [--rate 300] [--churn-every 30] [--warm-up S]]
 
 Starts `sbfed broker serve --in-memory` as its own process (its GC settings are the ones users get) and reads
 its resident memory (VmRSS in /proc) while this process drives it with the azure-servicebus SDK:
@@ -64,7 +65,8 @@ def churn(broker: BrokerProcess, connections: int) -> None:
           "stayed", flush=True)
 
 
-def soak(broker: BrokerProcess, seconds: float, rate: float, churn_every: float) -> None:
+def soak(broker: BrokerProcess, seconds: float, rate: float, churn_every: float,
+         warm_up: float | None = None) -> None:
     stop = threading.Event()
     received = [0]
     sent = [0]
@@ -97,7 +99,7 @@ def soak(broker: BrokerProcess, seconds: float, rate: float, churn_every: float)
     for thread in threads:
         thread.start()
     started = time.monotonic()
-    warm_up = max(60.0, seconds / 3)
+    warm_up = max(60.0, seconds / 3) if warm_up is None else warm_up
     samples: list[tuple[float, int]] = []
     try:
         while time.monotonic() - started < seconds:
@@ -139,13 +141,15 @@ def main() -> None:
     parser.add_argument("--soak-seconds", type=float, default=0.0)
     parser.add_argument("--rate", type=float, default=300.0, help="messages per second in the soak")
     parser.add_argument("--churn-every", type=float, default=30.0, help="seconds between reconnections")
+    parser.add_argument("--warm-up", type=float,
+                        help="seconds before RSS is measured (default: the first third, at least 60 s)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sbfed-churn-") as work, \
             BrokerProcess(Path(work), topology({"churn": {}, "soak": {}})) as broker:
         if args.connections:
             churn(broker, args.connections)
         if args.soak_seconds:
-            soak(broker, args.soak_seconds, args.rate, args.churn_every)
+            soak(broker, args.soak_seconds, args.rate, args.churn_every, args.warm_up)
 
 
 if __name__ == "__main__":

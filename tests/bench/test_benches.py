@@ -131,10 +131,10 @@ def test_reconcile_follow():
 
 @pytest.mark.slow
 def test_connection_churn():
-    out = bench("connection_churn.py", "--connections", "30", "--soak-seconds", "65", "--rate", "50",
-                "--churn-every", "10")
+    out = bench("connection_churn.py", "--connections", "30", "--soak-seconds", "25", "--rate", "50",
+                "--churn-every", "5", "--warm-up", "10")
     assert re.search(r"churn: 30 connections in \d+ s .* bytes per connection stayed", out), out
-    assert re.search(r"soak: 50 msg/s, connections reopened every 10 s, 65 s; after the 60 s warm-up RSS .* "
+    assert re.search(r"soak: 50 msg/s, connections reopened every 5 s, 25 s; after the 10 s warm-up RSS .* "
                      r"KB/min", out), out
 
 
