@@ -24,6 +24,8 @@ from local_broker.engine.errors import UnauthorizedError
 MANAGE, SEND, LISTEN = "Manage", "Send", "Listen"
 ALL_RIGHTS = frozenset({MANAGE, SEND, LISTEN})
 TOKEN_PREFIX = "SharedAccessSignature "
+BEARER = "Bearer "  # a SAS-token connection string makes the SDK send "Bearer SharedAccessSignature ..."
+MAX_KEPT_TOKENS = 1024
 DEFAULT_POLICY_NAME = "RootManageSharedAccessKey"
 
 
@@ -91,6 +93,22 @@ class NamespaceAuth:
         self.policies = {p.name: p for p in policies}
         if not self.policies:
             raise ValueError("A namespace needs at least one shared access policy.")
+        self._claims: dict[str, Claim] = {}  # verified Authorization headers, as sent -> their claim
+
+    def verify_header(self, header: str | None, now: float) -> Claim:
+        """An HTTP request's Authorization header checked as `verify_token` checks a token. A verified one
+        is kept until it expires: a client signs a token once and sends it with every request, and checking
+        its signature (HMAC, query parsing) takes ~70 us, a third of a REST request."""
+        if not header:
+            raise UnauthorizedError("MissingToken: The request has no Authorization header with a "
+                                    "SharedAccessSignature token.")
+        claim = self._claims.get(header)
+        if claim is None or claim.expires_at <= now:
+            claim = self.verify_token(header.removeprefix(BEARER), now)
+            if len(self._claims) >= MAX_KEPT_TOKENS:
+                self._claims.clear()
+            self._claims[header] = claim
+        return claim
 
     def verify_token(self, token: str, now: float) -> Claim:
         """Check a SAS token's policy, signature and expiry; return what it grants."""

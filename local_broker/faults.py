@@ -52,6 +52,11 @@ class FaultState:
     def latency_seconds(self) -> float:
         return self.latency_ms / 1000.0
 
+    def unavailable(self, namespace: str) -> str:
+        """What an HTTP request to a namespace that is down is answered (the admin API's and REST's 503)."""
+        return (f"The namespace '{namespace}' is unavailable (fault injection: "
+                f"namespace_down={self.namespace_down}).")
+
     def to_json(self) -> dict[str, object]:
         return {
             "namespace_down": self.namespace_down,

@@ -75,7 +75,6 @@ SHUTDOWN_POLL_SECONDS = 0.05
 DRAIN_LIMIT = 64 << 20  # bytes of a refused request body read (and dropped) before answering
 DRAIN_IDLE_SECONDS = 1.0
 JSON = "application/json"
-BEARER = "Bearer "
 
 
 class _Server(ThreadingHTTPServer):
@@ -394,7 +393,7 @@ class AdminServer:
                 return AdminResponse(page.status, page.body, page.content_type, page.headers)
             if [s.lower() for s in segments] == ["metrics"] and method == "GET":
                 return self._metrics(lowered.get("authorization"), peer)
-            claim = self._verify(lowered.get("authorization"))
+            claim = self.auth.verify_header(lowered.get("authorization"), self.clock())
             if is_control:
                 claim.require("", MANAGE)
                 answer = self.control.handle(method, segments[1:], body)
@@ -424,7 +423,7 @@ class AdminServer:
         token of a Listen or Manage policy (a scrape config's `authorization: {type: SharedAccessSignature,
         credentials: sr=...}`). Nothing in it is a secret; it names no key."""
         if token or not _loopback(peer):
-            claim = self._verify(token)
+            claim = self.auth.verify_header(token, self.clock())
             if not (claim.authorizes("", LISTEN) or claim.authorizes("", MANAGE)):
                 claim.require("", LISTEN)
         _, rows = self.run_on_engine(console_operations.entities)
@@ -434,19 +433,11 @@ class AdminServer:
                               geo=self.control.geo.status() if self.control.geo is not None else None)
         return AdminResponse(200, page, metrics.CONTENT_TYPE)
 
-    def _verify(self, token: str | None) -> Any:
-        if not token:
-            raise UnauthorizedError("MissingToken: The request has no Authorization header with a "
-                                    "SharedAccessSignature token.")
-        # A SAS-token connection string makes the SDK send "Bearer SharedAccessSignature ...".
-        return self.auth.verify_token(token.removeprefix(BEARER), self.clock())
-
     def _management(self, method: str, segments: list[str], query: dict[str, str], headers: dict[str, str],
                     body: bytes, scheme: str, claim: Any) -> AdminResponse:
         state = self.faults.state
         if state.namespace_down is not None:
-            raise _Unavailable(f"The namespace '{self.namespace_name}' is unavailable (fault injection: "
-                               f"namespace_down={state.namespace_down}).")
+            raise _Unavailable(state.unavailable(self.namespace_name))
         if state.latency_ms:
             time.sleep(state.latency_seconds)
         resource = "/".join(segments)
@@ -471,7 +462,7 @@ class AdminServer:
                 raise UnauthorizedError(f"MissingToken: setting {attribute} needs the {header} header "
                                         f"with a token for '{destination}'.")
             if destination:
-                self._verify(headers[header.lower()]).require(destination, MANAGE)
+                self.auth.verify_header(headers[header.lower()], self.clock()).require(destination, MANAGE)
 
 
 def _still_open(connection: socket.socket) -> bool:
