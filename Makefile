@@ -22,7 +22,7 @@ PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 
 setup: $(STAMP) java chromium prometheus valgrind kafka $(JS_STAMP) $(GO_BINARY) $(JAVA_STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt local_broker/wire/amqp/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
@@ -97,3 +97,4 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info $(JS)/node_modules $(GO)/bin $(JAVA_SUITE)/target
+	rm -f local_broker/wire/amqp/_speedups.*.so

@@ -8,10 +8,15 @@ Decoded values keep their AMQP type where it is not the one a plain Python value
 `timestamp`, and proton's number types (ubyte, byte, ushort, short, uint, int32, ulong, float32), so that
 an int a .NET client put in an application property comes back an int, not a long; a long decodes to a
 plain int, which encodes as a long.
+
+The same work is done in C by `_speedups` (built from _speedups.c when a compiler is present at install)
+when it imports and `SBFED_PURE_PYTHON` is not set; it declines whatever it does not handle (including
+every malformed input), and the Python code below, the reference, then decides.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
 from datetime import datetime
@@ -130,6 +135,14 @@ def decode_value(buf: bytes) -> Any:
 
 def read_value(buf: bytes, pos: int) -> tuple[Any, int]:
     """The value encoded at `pos` of `buf`, and the position just after it."""
+    if _native is not None:
+        found = _native.read_value(buf, pos)
+        if found is not NotImplemented:
+            return found
+    return _read_value(buf, pos)
+
+
+def _read_value(buf: bytes, pos: int) -> tuple[Any, int]:
     try:
         return _read(buf, pos)
     except _Fallback:
@@ -222,12 +235,36 @@ def _write_compound(code: int, items: Any, count: int, out: list[bytes]) -> None
 
 def encode_map_items(items: list[Any]) -> bytes:
     """A map given as its flat key, value, key, value... list (the bytes `encode_value` makes of a dict)."""
+    if _native is not None:
+        encoded = _native.encode_map_items(items)
+        if encoded is not NotImplemented:
+            return encoded
     out: list[bytes] = []
     _write_compound(0xD1, items, len(items), out)
     return out[0]
 
 
 def encode_value(value: Any) -> bytes:
+    if _native is not None:
+        encoded = _native.encode_value(value)
+        if encoded is not NotImplemented:
+            return encoded
     out: list[bytes] = []
     _write(value, out)
     return b"".join(out)
+
+
+def native_codec() -> Any:
+    """The C module (`_speedups`), configured with the Python types it decodes into; None when it was not
+    built (no C compiler at install)."""
+    try:
+        from local_broker.wire.amqp import _speedups
+    except ImportError:
+        return None
+    _speedups.configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp,
+                        uuid.UUID, uuid.SafeUUID.unknown)
+    return _speedups
+
+
+# the C code unless SBFED_PURE_PYTHON asks for the reference (tests run both)
+_native = None if os.environ.get("SBFED_PURE_PYTHON", "") not in ("", "0") else native_codec()

@@ -10,6 +10,8 @@ from proton import Data, Message, int32, symbol, timestamp, ulong
 
 from local_broker.wire.amqp import codec, management
 
+pytestmark = pytest.mark.usefixtures("value_codec")  # each test with the C codec and the pure-Python one
+
 ALL_FIELDS = dict(id="m1", user_id=b"u", address="to", subject="subj", reply_to="rt",
                   correlation_id=uuid.UUID(int=7), content_type="text/plain", content_encoding="gzip",
                   expiry_time=1700000000.5, creation_time=1700000000.25, group_id="s1", group_sequence=3,

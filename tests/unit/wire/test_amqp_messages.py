@@ -29,6 +29,8 @@ from local_broker.engine import MessageState
 from local_broker.wire.amqp import codec, messages
 from local_broker.wire.amqp.values import encode_map_items
 
+pytestmark = pytest.mark.usefixtures("value_codec")  # each test with the C codec and the pure-Python one
+
 FOOTER = codec.described(codec.FOOTER, codec.encode_value({symbol("x-hash"): b"\x01\x02"}))
 
 

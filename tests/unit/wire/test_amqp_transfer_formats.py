@@ -10,6 +10,8 @@ from proton import ubyte, uint
 from local_broker.wire.amqp.compat import IncomingFrames, _list_fields
 from local_broker.wire.amqp.values import encode_value
 
+pytestmark = pytest.mark.usefixtures("value_codec")  # each test with the C codec and the pure-Python one
+
 BATCH = 0x80013700
 ATTACH, TRANSFER, FLOW = 0x12, 0x14, 0x13
 

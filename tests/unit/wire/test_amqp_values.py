@@ -28,6 +28,8 @@ from proton import (
 
 from local_broker.wire.amqp.values import decode_value, encode_map_items, encode_value
 
+pytestmark = pytest.mark.usefixtures("value_codec")  # each test with the C codec and the pure-Python one
+
 SIMPLE = [
     None, True, False, 0, 7, -7, 300, -300, 2**40, -(2**40), 1.5, "", "text", "é" * 300, symbol("sym"),
     symbol("s" * 300), b"", b"\x00\xff" * 200, uuid.UUID(int=12345), timestamp(1700000000123), uint(5),

@@ -1,0 +1,476 @@
+/* AMQP 1.0 primitive values <-> Python in C: the hot path of values.py, with the same results.
+ *
+ * values.py stays the reference. These functions handle the values Service Bus messages carry and
+ * decline (return NotImplemented) on anything else: a constructor they do not decode (described values,
+ * arrays, decimals, chars), an object they do not encode, and every malformed or out-of-range input. The
+ * caller then runs the pure-Python code on the same input, which gives the value or the error it always
+ * gave, so the two cannot disagree on errors.
+ *
+ *   read_value(buf, pos) -> (value, end) | NotImplemented
+ *   encode_value(value) -> bytes | NotImplemented
+ *   encode_map_items(items) -> bytes | NotImplemented    (a map from its flat key, value, ... list)
+ *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
+ *             safe_unknown)    (the Python types decoded values take; called once by values.py)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 200 /* deeper nesting is left to the pure-Python code (and its recursion limit) */
+
+static PyTypeObject *T_ubyte, *T_byte, *T_ushort, *T_short, *T_uint, *T_int32, *T_ulong, *T_float32,
+    *T_symbol, *T_timestamp, *T_uuid;
+static PyObject *safe_unknown, *str_int, *str_is_safe, *str_bytes, *empty_tuple;
+
+/* ---------------------------------------------------------------- decoding */
+
+typedef struct {
+    const unsigned char *buf;
+    Py_ssize_t len;
+} Reader;
+
+static uint16_t be16(const unsigned char *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static uint32_t be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static uint64_t be64(const unsigned char *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+/* An instance of an int/float/str subclass made by its tp_new alone: proton's range checks in __init__
+ * only repeat what the wire width already guarantees. */
+static PyObject *typed(PyTypeObject *type, PyObject *plain) {
+    if (plain == NULL) return NULL;
+    PyObject *args = PyTuple_Pack(1, plain);
+    Py_DECREF(plain);
+    if (args == NULL) return NULL;
+    PyObject *value = type->tp_new(type, args, NULL);
+    Py_DECREF(args);
+    return value;
+}
+
+static PyObject *make_uuid(const unsigned char *p) {
+    PyObject *number = _PyLong_FromByteArray(p, 16, 0, 0);
+    if (number == NULL) return NULL;
+    PyObject *value = T_uuid->tp_new(T_uuid, empty_tuple, NULL);
+    if (value == NULL || PyObject_GenericSetAttr(value, str_int, number) < 0 ||
+        PyObject_GenericSetAttr(value, str_is_safe, safe_unknown) < 0) {
+        Py_XDECREF(value);
+        Py_DECREF(number);
+        return NULL;
+    }
+    Py_DECREF(number);
+    return value;
+}
+
+/* Sentinel for "decline": NULL with no exception set. Errors of the C API are cleared into it too. */
+#define DECLINE() do { PyErr_Clear(); return NULL; } while (0)
+#define NEED(n) do { if (pos + (n) > r->len) DECLINE(); } while (0)
+
+static PyObject *read_at(const Reader *r, Py_ssize_t *at, int depth);
+
+static PyObject *read_compound(const Reader *r, int is_map, uint32_t count, Py_ssize_t pos, Py_ssize_t end,
+                               Py_ssize_t *at, int depth) {
+    if (is_map && (count & 1)) DECLINE();
+    if (end > r->len || (Py_ssize_t)count > end - pos) DECLINE(); /* every item takes a byte at least */
+    PyObject *out = is_map ? PyDict_New() : PyList_New(count);
+    if (out == NULL) DECLINE();
+    for (uint32_t i = 0; i < count; i++) {
+        PyObject *item = read_at(r, &pos, depth + 1);
+        if (item == NULL) { Py_DECREF(out); DECLINE(); }
+        if (!is_map) {
+            PyList_SET_ITEM(out, i, item);
+            continue;
+        }
+        PyObject *value = read_at(r, &pos, depth + 1);
+        i++;
+        if (value == NULL) { Py_DECREF(item); Py_DECREF(out); DECLINE(); }
+        int failed = PyDict_SetItem(out, item, value);
+        Py_DECREF(item);
+        Py_DECREF(value);
+        if (failed) { Py_DECREF(out); DECLINE(); }
+    }
+    if (pos != end) { Py_DECREF(out); DECLINE(); }
+    *at = end;
+    return out;
+}
+
+static PyObject *read_at(const Reader *r, Py_ssize_t *at, int depth) {
+    Py_ssize_t pos = *at;
+    if (depth > MAX_DEPTH || pos < 0) DECLINE();
+    NEED(1);
+    const unsigned char *b = r->buf;
+    unsigned char code = b[pos++];
+    PyObject *value;
+    Py_ssize_t size;
+    switch (code) {
+    case 0x40: value = Py_NewRef(Py_None); break;
+    case 0x41: value = Py_NewRef(Py_True); break;
+    case 0x42: value = Py_NewRef(Py_False); break;
+    case 0x43: value = typed(T_uint, PyLong_FromLong(0)); break;
+    case 0x44: value = typed(T_ulong, PyLong_FromLong(0)); break;
+    case 0x45: value = PyList_New(0); break;
+    case 0x50: NEED(1); value = typed(T_ubyte, PyLong_FromLong(b[pos])); pos += 1; break;
+    case 0x51: NEED(1); value = typed(T_byte, PyLong_FromLong((int8_t)b[pos])); pos += 1; break;
+    case 0x52: NEED(1); value = typed(T_uint, PyLong_FromLong(b[pos])); pos += 1; break;
+    case 0x53: NEED(1); value = typed(T_ulong, PyLong_FromLong(b[pos])); pos += 1; break;
+    case 0x54: NEED(1); value = typed(T_int32, PyLong_FromLong((int8_t)b[pos])); pos += 1; break;
+    case 0x55: NEED(1); value = PyLong_FromLong((int8_t)b[pos]); pos += 1; break;
+    case 0x56: NEED(1); value = PyBool_FromLong(b[pos] != 0); pos += 1; break;
+    case 0x60: NEED(2); value = typed(T_ushort, PyLong_FromLong(be16(b + pos))); pos += 2; break;
+    case 0x61: NEED(2); value = typed(T_short, PyLong_FromLong((int16_t)be16(b + pos))); pos += 2; break;
+    case 0x70: NEED(4); value = typed(T_uint, PyLong_FromUnsignedLong(be32(b + pos))); pos += 4; break;
+    case 0x71: NEED(4); value = typed(T_int32, PyLong_FromLong((int32_t)be32(b + pos))); pos += 4; break;
+    case 0x72: {
+        NEED(4);
+        double number = PyFloat_Unpack4((const char *)b + pos, 0);
+        if (number == -1.0 && PyErr_Occurred()) DECLINE();
+        value = typed(T_float32, PyFloat_FromDouble(number));
+        pos += 4;
+        break;
+    }
+    case 0x80: NEED(8); value = typed(T_ulong, PyLong_FromUnsignedLongLong(be64(b + pos))); pos += 8; break;
+    case 0x81: NEED(8); value = PyLong_FromLongLong((int64_t)be64(b + pos)); pos += 8; break;
+    case 0x82: {
+        NEED(8);
+        double number = PyFloat_Unpack8((const char *)b + pos, 0);
+        if (number == -1.0 && PyErr_Occurred()) DECLINE();
+        value = PyFloat_FromDouble(number);
+        pos += 8;
+        break;
+    }
+    case 0x83: NEED(8); value = typed(T_timestamp, PyLong_FromLongLong((int64_t)be64(b + pos))); pos += 8; break;
+    case 0x98: NEED(16); value = make_uuid(b + pos); pos += 16; break;
+    case 0xA0: case 0xA1: case 0xA3: case 0xB0: case 0xB1: case 0xB3:
+        if (code < 0xB0) { NEED(1); size = b[pos]; pos += 1; }
+        else { NEED(4); size = be32(b + pos); pos += 4; }
+        NEED(size);
+        if (code == 0xA0 || code == 0xB0) value = PyBytes_FromStringAndSize((const char *)b + pos, size);
+        else {
+            value = PyUnicode_DecodeUTF8((const char *)b + pos, size, NULL);
+            if (code == 0xA3 || code == 0xB3) value = typed(T_symbol, value);
+        }
+        pos += size;
+        break;
+    case 0xC0: case 0xC1:
+        NEED(2);
+        *at = pos;
+        return read_compound(r, code == 0xC1, b[pos + 1], pos + 2, pos + 1 + b[pos], at, depth);
+    case 0xD0: case 0xD1:
+        NEED(8);
+        *at = pos;
+        return read_compound(r, code == 0xD1, be32(b + pos + 4), pos + 8, pos + 4 + (Py_ssize_t)be32(b + pos),
+                             at, depth);
+    default:
+        DECLINE();
+    }
+    if (value == NULL) DECLINE();
+    *at = pos;
+    return value;
+}
+
+static PyObject *sp_read_value(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "read_value(buf, pos)");
+        return NULL;
+    }
+    if (T_uuid == NULL) Py_RETURN_NOTIMPLEMENTED; /* configure() not called yet */
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    Reader r = {view.buf, view.len};
+    PyObject *value = read_at(&r, &pos, 0);
+    PyBuffer_Release(&view);
+    if (value == NULL) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *result = PyTuple_New(2);
+    PyObject *end = PyLong_FromSsize_t(pos);
+    if (result == NULL || end == NULL) {
+        Py_XDECREF(result);
+        Py_XDECREF(end);
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, value);
+    PyTuple_SET_ITEM(result, 1, end);
+    return result;
+}
+
+/* ---------------------------------------------------------------- encoding */
+
+typedef struct {
+    unsigned char *data;
+    Py_ssize_t len, cap;
+    unsigned char small[512];
+} Writer;
+
+static int grow(Writer *w, Py_ssize_t n) {
+    if (w->len + n <= w->cap) return 0;
+    Py_ssize_t cap = w->cap * 2;
+    while (cap < w->len + n) cap *= 2;
+    unsigned char *data;
+    if (w->data == w->small) {
+        data = PyMem_Malloc(cap);
+        if (data != NULL) memcpy(data, w->small, w->len);
+    } else {
+        data = PyMem_Realloc(w->data, cap);
+    }
+    if (data == NULL) return -1;
+    w->data = data;
+    w->cap = cap;
+    return 0;
+}
+
+static void put_be32(unsigned char *p, uint32_t v) {
+    p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v;
+}
+static void put_be64(unsigned char *p, uint64_t v) { put_be32(p, v >> 32); put_be32(p + 4, (uint32_t)v); }
+
+static int put_code_be64(Writer *w, unsigned char code, uint64_t v) {
+    if (grow(w, 9)) return -1;
+    w->data[w->len] = code;
+    put_be64(w->data + w->len + 1, v);
+    w->len += 9;
+    return 0;
+}
+
+static int put_sized(Writer *w, unsigned char small, unsigned char large, const char *p, Py_ssize_t n) {
+    if (n > 0xFFFFFFFFLL || grow(w, n + 5)) return -1;
+    unsigned char *out = w->data + w->len;
+    if (n < 256) {
+        out[0] = small; out[1] = (unsigned char)n;
+        w->len += 2;
+    } else {
+        out[0] = large;
+        put_be32(out + 1, (uint32_t)n);
+        w->len += 5;
+    }
+    memcpy(w->data + w->len, p, n);
+    w->len += n;
+    return 0;
+}
+
+/* An int subclass's value if it lies in [lo, hi], else -1 with `*bad` set. */
+static long long ranged(PyObject *value, long long lo, long long hi, int *bad) {
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred()) || v < lo || v > hi) { *bad = 1; return -1; }
+    return v;
+}
+
+static int write_value(Writer *w, PyObject *value, int depth);
+
+/* The items of a list (a map's flat key, value, ... list when code is 0xD1), each read by index: writing a
+ * uuid reads its `bytes` property, Python code that could in principle change the list. */
+static int write_compound(Writer *w, unsigned char code, PyObject *list, int depth) {
+    Py_ssize_t count = PyList_GET_SIZE(list);
+    if (count > 0xFFFFFFFFLL || grow(w, 9)) return -1;
+    Py_ssize_t head = w->len;
+    w->len += 9;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *item = Py_NewRef(PyList_GET_ITEM(list, i));
+        int failed = write_value(w, item, depth + 1);
+        Py_DECREF(item);
+        if (failed) return -1;
+    }
+    if (PyList_GET_SIZE(list) != count) return -1;
+    Py_ssize_t body = w->len - head - 9;
+    if (body + 4 > 0xFFFFFFFFLL) return -1;
+    w->data[head] = code;
+    put_be32(w->data + head + 1, (uint32_t)(body + 4));
+    put_be32(w->data + head + 5, (uint32_t)count);
+    return 0;
+}
+
+static int write_map(Writer *w, PyObject *dict, int depth) {
+    Py_ssize_t count = PyDict_GET_SIZE(dict), i = 0;
+    if (grow(w, 9)) return -1;
+    Py_ssize_t head = w->len;
+    w->len += 9;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &i, &key, &value)) {
+        Py_INCREF(key);
+        Py_INCREF(value);
+        int failed = write_value(w, key, depth + 1) || write_value(w, value, depth + 1);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (failed) return -1;
+    }
+    if (PyDict_GET_SIZE(dict) != count) return -1;
+    Py_ssize_t body = w->len - head - 9;
+    if (body + 4 > 0xFFFFFFFFLL) return -1;
+    w->data[head] = 0xD1;
+    put_be32(w->data + head + 1, (uint32_t)(body + 4));
+    put_be32(w->data + head + 5, (uint32_t)(2 * count));
+    return 0;
+}
+
+/* 0 when written, -1 to decline (an exception may be set; the caller clears it). */
+static int write_value(Writer *w, PyObject *value, int depth) {
+    if (depth > MAX_DEPTH) return -1;
+    PyTypeObject *kind = Py_TYPE(value);
+    int bad = 0;
+    if (value == Py_None || kind == &PyBool_Type) {
+        if (grow(w, 1)) return -1;
+        w->data[w->len++] = value == Py_None ? 0x40 : value == Py_True ? 0x41 : 0x42;
+        return 0;
+    }
+    if (kind == &PyLong_Type) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(value);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+            return put_code_be64(w, 0x80, u);
+        }
+        if (overflow < 0) return -1;
+        if (v >= -128 && v <= 127) {
+            if (grow(w, 2)) return -1;
+            w->data[w->len] = 0x55;
+            w->data[w->len + 1] = (unsigned char)v;
+            w->len += 2;
+            return 0;
+        }
+        return put_code_be64(w, 0x81, (uint64_t)v);
+    }
+    if (kind == &PyUnicode_Type || kind == T_symbol) {
+        Py_ssize_t n;
+        const char *text = PyUnicode_AsUTF8AndSize(value, &n);
+        if (text == NULL) return -1;
+        return kind == T_symbol ? put_sized(w, 0xA3, 0xB3, text, n) : put_sized(w, 0xA1, 0xB1, text, n);
+    }
+    if (kind == &PyBytes_Type)
+        return put_sized(w, 0xA0, 0xB0, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value));
+    if (kind == &PyByteArray_Type)
+        return put_sized(w, 0xA0, 0xB0, PyByteArray_AS_STRING(value), PyByteArray_GET_SIZE(value));
+    if (kind == T_timestamp) {
+        long long v = ranged(value, INT64_MIN, INT64_MAX, &bad);
+        return bad ? -1 : put_code_be64(w, 0x83, (uint64_t)v);
+    }
+    if (kind == T_uuid) {
+        PyObject *raw = PyObject_GetAttr(value, str_bytes);
+        if (raw == NULL) return -1;
+        int failed = !PyBytes_Check(raw) || PyBytes_GET_SIZE(raw) != 16 || grow(w, 17);
+        if (!failed) {
+            w->data[w->len] = 0x98;
+            memcpy(w->data + w->len + 1, PyBytes_AS_STRING(raw), 16);
+            w->len += 17;
+        }
+        Py_DECREF(raw);
+        return failed ? -1 : 0;
+    }
+    if (kind == &PyFloat_Type || kind == T_float32) {
+        int four = kind == T_float32;
+        if (grow(w, 9)) return -1;
+        w->data[w->len] = four ? 0x72 : 0x82;
+        if ((four ? PyFloat_Pack4(PyFloat_AS_DOUBLE(value), (char *)w->data + w->len + 1, 0)
+                  : PyFloat_Pack8(PyFloat_AS_DOUBLE(value), (char *)w->data + w->len + 1, 0)) < 0)
+            return -1;
+        w->len += four ? 5 : 9;
+        return 0;
+    }
+    if (kind == T_ulong) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(value);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        return put_code_be64(w, 0x80, u);
+    }
+    if (kind == T_uint || kind == T_int32 || kind == T_ubyte || kind == T_byte || kind == T_ushort ||
+        kind == T_short) {
+        unsigned char code;
+        int width;
+        long long v;
+        if (kind == T_uint) { code = 0x70; width = 4; v = ranged(value, 0, 0xFFFFFFFFLL, &bad); }
+        else if (kind == T_int32) { code = 0x71; width = 4; v = ranged(value, INT32_MIN, INT32_MAX, &bad); }
+        else if (kind == T_ubyte) { code = 0x50; width = 1; v = ranged(value, 0, 255, &bad); }
+        else if (kind == T_byte) { code = 0x51; width = 1; v = ranged(value, -128, 127, &bad); }
+        else if (kind == T_ushort) { code = 0x60; width = 2; v = ranged(value, 0, 0xFFFF, &bad); }
+        else { code = 0x61; width = 2; v = ranged(value, INT16_MIN, INT16_MAX, &bad); }
+        if (bad || grow(w, 1 + width)) return -1;
+        unsigned char *out = w->data + w->len;
+        out[0] = code;
+        for (int i = 0; i < width; i++) out[1 + i] = (unsigned char)((uint64_t)v >> (8 * (width - 1 - i)));
+        w->len += 1 + width;
+        return 0;
+    }
+    if (kind == &PyDict_Type) return write_map(w, value, depth);
+    if (kind == &PyList_Type) return write_compound(w, 0xD0, value, depth);
+    return -1; /* datetime, memoryview, proton's other types, anything else: the Python code decides */
+}
+
+static PyObject *finish(Writer *w, int failed) {
+    PyObject *out = NULL;
+    if (!failed) out = PyBytes_FromStringAndSize((const char *)w->data, w->len);
+    if (w->data != w->small) PyMem_Free(w->data);
+    if (out == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return out;
+}
+
+static void writer_init(Writer *w) {
+    w->data = w->small;
+    w->len = 0;
+    w->cap = sizeof w->small;
+}
+
+static PyObject *sp_encode_value(PyObject *self, PyObject *value) {
+    if (T_uuid == NULL) Py_RETURN_NOTIMPLEMENTED; /* configure() not called yet */
+    Writer w;
+    writer_init(&w);
+    return finish(&w, write_value(&w, value, 0));
+}
+
+static PyObject *sp_encode_map_items(PyObject *self, PyObject *items) {
+    if (T_uuid == NULL || !PyList_CheckExact(items)) Py_RETURN_NOTIMPLEMENTED;
+    Writer w;
+    writer_init(&w);
+    return finish(&w, write_compound(&w, 0xD1, items, 0));
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+static PyObject *sp_configure(PyObject *self, PyObject *args) {
+    PyObject *types[11], *unknown;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO", &types[0], &types[1], &types[2], &types[3], &types[4],
+                          &types[5], &types[6], &types[7], &types[8], &types[9], &types[10], &unknown))
+        return NULL;
+    for (int i = 0; i < 11; i++) {
+        if (!PyType_Check(types[i])) {
+            PyErr_SetString(PyExc_TypeError, "configure() takes types");
+            return NULL;
+        }
+    }
+    PyTypeObject **slots[11] = {&T_ubyte, &T_byte, &T_ushort, &T_short, &T_uint, &T_int32, &T_ulong,
+                                &T_float32, &T_symbol, &T_timestamp, &T_uuid};
+    for (int i = 0; i < 11; i++) {
+        Py_INCREF(types[i]);
+        Py_XSETREF(*slots[i], (PyTypeObject *)types[i]);
+    }
+    Py_INCREF(unknown);
+    Py_XSETREF(safe_unknown, unknown);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"read_value", (PyCFunction)(void (*)(void))sp_read_value, METH_FASTCALL,
+     "(value, end) of the value at pos, or NotImplemented to leave it to the Python code"},
+    {"encode_value", sp_encode_value, METH_O, "the encoded value, or NotImplemented"},
+    {"encode_map_items", sp_encode_map_items, METH_O,
+     "the map encoded from its flat key, value, ... list, or NotImplemented"},
+    {"configure", sp_configure, METH_VARARGS, "the Python types of decoded values"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_speedups", .m_size = -1, .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    str_int = PyUnicode_InternFromString("int");
+    str_is_safe = PyUnicode_InternFromString("is_safe");
+    str_bytes = PyUnicode_InternFromString("bytes");
+    empty_tuple = PyTuple_New(0);
+    if (str_int == NULL || str_is_safe == NULL || str_bytes == NULL || empty_tuple == NULL) return NULL;
+    return PyModule_Create(&module);
+}
