@@ -154,13 +154,14 @@ def decode_sections(buf: bytes) -> Sections:
                 raise MessageDecodeError("a header, annotation or property section follows the body")
             try:
                 value, end = read_value(buf, pos)
-            except Exception as exc:  # bad bytes: IndexError, struct.error, UnicodeDecodeError, proton's own
+                if code != DELIVERY_ANNOTATIONS:  # hop-by-hop; the SDK even puts them after the body
+                    _apply_section(out, code, value)
+            except Exception as exc:  # bad bytes: IndexError, struct.error, UnicodeDecodeError, proton's
+                # own; a section of the wrong type (a header that is no list): TypeError, ValueError
                 raise MessageDecodeError(f"cannot decode section 0x{code:x}: {exc}") from exc
             if end > size:
                 raise MessageDecodeError(f"truncated AMQP value at offset {pos}")
             pos = end
-            if code != DELIVERY_ANNOTATIONS:  # hop-by-hop; the SDK even puts them after the body
-                _apply_section(out, code, value)
     except IndexError as exc:
         raise MessageDecodeError(f"truncated AMQP message at offset {pos}") from exc
     if not body_parts:
