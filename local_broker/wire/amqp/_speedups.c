@@ -9,6 +9,7 @@
  *   read_value(buf, pos) -> (value, end) | NotImplemented
  *   encode_value(value) -> bytes | NotImplemented
  *   encode_map_items(items) -> bytes | NotImplemented    (a map from its flat key, value, ... list)
+ *   decode_sections(buf) -> (header, annotations, properties, application_properties, body) | NotImplemented
  *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
  *             safe_unknown)    (the Python types decoded values take; called once by values.py)
  */
@@ -428,6 +429,103 @@ static PyObject *sp_encode_map_items(PyObject *self, PyObject *items) {
     return finish(&w, write_compound(&w, 0xD1, items, 0));
 }
 
+/* ---------------------------------------------------------------- message sections */
+
+#define HEADER 0x70
+#define DELIVERY_ANNOTATIONS 0x71
+#define DATA 0x75
+#define FOOTER 0x78
+
+/* Position after the encoded value at pos (described values included), or -1. */
+static Py_ssize_t skip(const Reader *r, Py_ssize_t pos, int depth) {
+    if (depth > MAX_DEPTH || pos >= r->len) return -1;
+    unsigned char code = r->buf[pos];
+    Py_ssize_t end;
+    if (code == 0x00) {
+        Py_ssize_t value = skip(r, pos + 1, depth + 1);
+        return value < 0 ? -1 : skip(r, value, depth + 1);
+    }
+    switch (code >> 4) {
+    case 0x4: end = code <= 0x45 ? pos + 1 : -1; break;
+    case 0x5: end = code <= 0x56 ? pos + 2 : -1; break;
+    case 0x6: end = code <= 0x61 ? pos + 3 : -1; break;
+    case 0x7: end = code <= 0x74 ? pos + 5 : -1; break;
+    case 0x8: end = code <= 0x84 ? pos + 9 : -1; break;
+    case 0x9: end = code == 0x94 || code == 0x98 ? pos + 17 : -1; break;
+    case 0xA: case 0xC: case 0xE:
+        if (code != 0xA0 && code != 0xA1 && code != 0xA3 && code != 0xC0 && code != 0xC1 && code != 0xE0)
+            return -1;
+        end = pos + 1 < r->len ? pos + 2 + r->buf[pos + 1] : -1;
+        break;
+    case 0xB: case 0xD: case 0xF:
+        if (code != 0xB0 && code != 0xB1 && code != 0xB3 && code != 0xD0 && code != 0xD1 && code != 0xF0)
+            return -1;
+        end = pos + 5 <= r->len ? pos + 5 + (Py_ssize_t)be32(r->buf + pos + 1) : -1;
+        break;
+    default: return -1;
+    }
+    return end > r->len ? -1 : end;
+}
+
+/* codec.decode_sections' pass over a message as a client sent it, for the common form (small-ulong
+ * descriptors, values read_value handles, header and properties before the body):
+ *   decode_sections(buf: bytes) -> (header, annotations, properties, application_properties, body)
+ * each section's value, None where absent (delivery-annotations read and dropped), the body sections and
+ * footer as one bytes; NotImplemented for anything else, which codec.py then reads (or rejects) itself. */
+static PyObject *sp_decode_sections(PyObject *self, PyObject *buf) {
+    if (T_uuid == NULL || !PyBytes_CheckExact(buf)) Py_RETURN_NOTIMPLEMENTED;
+    Reader r = {(const unsigned char *)PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf)};
+    PyObject *found[4] = {NULL, NULL, NULL, NULL};
+    Py_ssize_t spans[8][2], nspans = 0, pos = 0, total = 0;
+    while (pos < r.len) {
+        Py_ssize_t start = pos;
+        if (pos + 3 > r.len || r.buf[pos] != 0x00 || r.buf[pos + 1] != 0x53 || r.buf[pos + 2] < HEADER ||
+            r.buf[pos + 2] > FOOTER)
+            goto decline;
+        unsigned char code = r.buf[pos + 2];
+        pos += 3;
+        if (code >= DATA) {
+            pos = skip(&r, pos, 0);
+            if (pos < 0) goto decline;
+            if (nspans && spans[nspans - 1][1] == start) spans[nspans - 1][1] = pos;
+            else if (nspans == 8) goto decline;
+            else { spans[nspans][0] = start; spans[nspans][1] = pos; nspans++; }
+            continue;
+        }
+        if (code != DELIVERY_ANNOTATIONS && nspans) goto decline;
+        PyObject *value = read_at(&r, &pos, 0);
+        if (value == NULL) goto decline;
+        if (code == DELIVERY_ANNOTATIONS) Py_DECREF(value);
+        else {
+            int slot = code == HEADER ? 0 : code - 0x71; /* annotations 0x72, properties 0x73, app 0x74 */
+            if (value == Py_None) { Py_DECREF(value); value = NULL; } /* a null section: as if absent */
+            Py_XSETREF(found[slot], value);
+        }
+    }
+    if (!nspans) goto decline;
+    PyObject *body;
+    if (nspans == 1 && spans[0][0] == 0 && spans[0][1] == r.len) body = Py_NewRef(buf);
+    else {
+        for (Py_ssize_t i = 0; i < nspans; i++) total += spans[i][1] - spans[i][0];
+        body = PyBytes_FromStringAndSize(NULL, total);
+        if (body == NULL) goto decline;
+        char *out = PyBytes_AS_STRING(body);
+        for (Py_ssize_t i = 0; i < nspans; i++) {
+            memcpy(out, r.buf + spans[i][0], spans[i][1] - spans[i][0]);
+            out += spans[i][1] - spans[i][0];
+        }
+    }
+    PyObject *result = PyTuple_New(5);
+    if (result == NULL) { Py_DECREF(body); goto decline; }
+    for (int i = 0; i < 4; i++) PyTuple_SET_ITEM(result, i, found[i] ? found[i] : Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(result, 4, body);
+    return result;
+decline:
+    for (int i = 0; i < 4; i++) Py_XDECREF(found[i]);
+    PyErr_Clear();
+    Py_RETURN_NOTIMPLEMENTED;
+}
+
 /* ---------------------------------------------------------------- set-up */
 
 static PyObject *sp_configure(PyObject *self, PyObject *args) {
@@ -458,6 +556,8 @@ static PyMethodDef methods[] = {
     {"encode_value", sp_encode_value, METH_O, "the encoded value, or NotImplemented"},
     {"encode_map_items", sp_encode_map_items, METH_O,
      "the map encoded from its flat key, value, ... list, or NotImplemented"},
+    {"decode_sections", sp_decode_sections, METH_O,
+     "(header, annotations, properties, application-properties, body) of a message, or NotImplemented"},
     {"configure", sp_configure, METH_VARARGS, "the Python types of decoded values"},
     {NULL, NULL, 0, NULL},
 };

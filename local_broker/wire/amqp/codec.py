@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from local_broker.wire.amqp import values
 from local_broker.wire.amqp.values import decode_value, encode_value, read_value
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES = range(0x70, 0x75)
@@ -123,8 +124,27 @@ class Sections:
 
 def decode_sections(buf: bytes) -> Sections:
     """Parse one encoded message (as a client transferred it) in one pass: each section's value is read
-    where it lies (no slice per section), and a body that runs to the end is one slice."""
+    where it lies (no slice per section), and a body that runs to the end is one slice. The C codec
+    (values.py) makes that pass when it can; what it declines, and every error, is `_decode_sections`'."""
     buf = bytes(buf)
+    native = values._native
+    found = NotImplemented if native is None else native.decode_sections(buf)
+    if found is NotImplemented:
+        return _decode_sections(buf)
+    out = Sections(body=found[4])
+    try:
+        for code, value in zip(_DECODED, found, strict=False):
+            if value is not None:
+                _apply_section(out, code, value)
+    except Exception:  # a section of the wrong type: the reference says which
+        return _decode_sections(buf)
+    return out
+
+
+_DECODED = (HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES)  # native.decode_sections' order
+
+
+def _decode_sections(buf: bytes) -> Sections:
     out = Sections()
     body_parts: list[tuple[int, int]] = []
     pos, size = 0, len(buf)
