@@ -27,7 +27,7 @@ from proton import byte, char, float32, int32, short, symbol, timestamp, ubyte, 
 
 from local_broker.engine import Message
 from local_broker.wire.amqp import codec
-from local_broker.wire.amqp.values import encode_map_items
+from local_broker.wire.amqp.values import encode_as_is, encode_map_items
 
 PARTITION_KEY = "x-opt-partition-key"
 VIA_PARTITION_KEY = "x-opt-via-partition-key"
@@ -292,9 +292,13 @@ def encode_message(msg: Message, *, with_lock: bool, lock_token_annotation: bool
         b"\x00\x53" + bytes((codec.MESSAGE_ANNOTATIONS,)) + encoded_annotations,
         codec.described(codec.PROPERTIES, codec.encode_value(_property_list(msg))),
     ]
-    if msg.application_properties:
-        app = codec.encode_value(to_amqp(msg.application_properties))
-        parts.append(codec.described(codec.APPLICATION_PROPERTIES, app))
+    app = msg.application_properties
+    if app:
+        # what the C codec encodes as it is, to_amqp leaves as it is: no copy converted first
+        encoded = encode_as_is(app)
+        if encoded is None:
+            encoded = codec.encode_value(to_amqp(app))
+        parts.append(codec.described(codec.APPLICATION_PROPERTIES, encoded))
     parts.append(msg.body)
     return b"".join(parts)
 

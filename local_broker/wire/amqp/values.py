@@ -244,6 +244,15 @@ def encode_map_items(items: list[Any]) -> bytes:
     return out[0]
 
 
+def encode_as_is(value: Any) -> bytes | None:
+    """`encode_value(value)` by the C codec alone, which encodes the plain and AMQP types and declines the
+    rest (datetimes, timedeltas, chars...); None without it or when it declines."""
+    if _native is None:
+        return None
+    encoded = _native.encode_value(value)
+    return None if encoded is NotImplemented else encoded
+
+
 def encode_value(value: Any) -> bytes:
     if _native is not None:
         encoded = _native.encode_value(value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from proton import (
@@ -25,6 +25,7 @@ from proton import (
     ulong,
 )
 
+from local_broker.engine import Message as StoredMessage
 from local_broker.engine import MessageState
 from local_broker.wire.amqp import codec, messages
 from local_broker.wire.amqp.values import encode_map_items
@@ -208,3 +209,16 @@ def test_the_clients_types_are_kept() -> None:
         "i": int32, "u": uint, "h": short, "b": ubyte, "f": float32, "l": int, "big": ulong, "sym": str}
     m.message_id = "changed by a rule action"
     assert _delivered(_stamped(m)).id == "changed by a rule action"
+
+
+def test_application_properties_go_out_converted_as_the_engine_stores_them() -> None:
+    """Datetimes as timestamps, timedeltas as ticks, chars as strings, in maps too; plain values as they are
+    (the C codec's shortcut and to_amqp give the same bytes)."""
+    when = datetime(2024, 5, 1, 12, 0, 0, 250000, tzinfo=UTC)
+    stored = {"at": when, "span": timedelta(seconds=1.5), "c": char("c"), "n": int32(7), "s": "x",
+              "nested": {"at": when}}
+    m = _stamped(StoredMessage(EMPTY_BODY, stored))
+    app = codec.decode_sections(messages.encode_message(m, with_lock=False)).application_properties
+    assert app == {"at": timestamp(1714564800250), "span": 15_000_000, "c": "c", "n": 7, "s": "x",
+                   "nested": {"at": timestamp(1714564800250)}}
+    assert [type(app[k]) for k in ("at", "span", "c", "n")] == [timestamp, int, str, int32]
