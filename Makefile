@@ -23,6 +23,7 @@ PYTEST_MARK := $(if $(filter true,$(CI)),,-m "not slow")
 setup: $(STAMP) java chromium prometheus valgrind kafka $(JS_STAMP) $(GO_BINARY) $(JAVA_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt local_broker/wire/amqp/_speedups.c
+	@bash scripts/ensure-cc.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
