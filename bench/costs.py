@@ -52,10 +52,14 @@ FIGURES = {
     "amqp.decode": "one SDK-encoded transfer (1 KB body, 3 application properties, a partition key) decoded "
                    "into a Message",
     "amqp.encode": "one received message encoded for delivery (with its lock)",
+    "amqp.decode.python": "amqp.decode by the pure-Python codec (SBFED_PURE_PYTHON=1, or no C compiler at "
+                          "install)",
+    "amqp.encode.python": "amqp.encode by the pure-Python codec",
     "broker.sdk_send": "broker process: one ServiceBusSender.send_messages of one 1 KB message",
     "broker.sdk_receive_complete": "broker process: one receive_messages(max_message_count=1) + complete",
 }
-IN_PROCESS = ("engine.memory", "engine.sqlite", "topic.copy", "amqp.decode", "amqp.encode")
+IN_PROCESS = ("engine.memory", "engine.sqlite", "topic.copy", "amqp.decode", "amqp.encode",
+              "amqp.decode.python", "amqp.encode.python")
 BROKER = ("broker.sdk_send", "broker.sdk_receive_complete")
 
 
@@ -174,9 +178,25 @@ def amqp_encode(scale: int) -> Iterator[int]:
     yield 5 * scale
 
 
+def pure_python(workload: Workload) -> Workload:
+    """`workload` with the AMQP values codec's C module switched off (values.py's reference code)."""
+
+    def run(scale: int) -> Iterator[int]:
+        from local_broker.wire.amqp import values
+
+        saved, values._native = values._native, None
+        try:
+            yield from workload(scale)
+        finally:
+            values._native = saved
+
+    return run
+
+
 WORKLOADS: dict[str, Workload] = {
     "engine.memory": engine_memory, "engine.sqlite": engine_sqlite, "topic.copy": topic_copy,
     "amqp.decode": amqp_decode, "amqp.encode": amqp_encode,
+    "amqp.decode.python": pure_python(amqp_decode), "amqp.encode.python": pure_python(amqp_encode),
 }
 
 
@@ -351,6 +371,14 @@ def interpreter() -> str:
            f"({platform.python_compiler()}, {platform.libc_ver()[0]} {platform.libc_ver()[1]})"
 
 
+def codec() -> str:
+    """Which AMQP values codec the figures count (all but the *.python ones): the C module where it was built
+    (what users run), else the pure-Python one."""
+    from local_broker.wire.amqp import values
+
+    return "C (local_broker.wire.amqp._speedups)" if values._native is not None else "pure Python"
+
+
 def load_baseline() -> dict[str, Any]:
     return json.loads(BASELINE.read_text())
 
@@ -371,13 +399,13 @@ def update_baseline(figures: dict[str, float], why: str) -> None:
     commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     old = load_baseline() if BASELINE.exists() else {"figures": {}, "history": []}
-    entry = {"commit": commit, "interpreter": interpreter(), "why": why,
+    entry = {"commit": commit, "interpreter": interpreter(), "codec": codec(), "why": why,
              "moved": {name: [old["figures"].get(name, {}).get("instructions"), value]
                        for name, value in figures.items()}}
     baseline = {
         "about": "instructions per operation under callgrind (bench/costs.py); moved only by "
                  "`bench/costs.py --update-baseline --why ...` in a commit that says why",
-        "commit": commit, "interpreter": interpreter(),
+        "commit": commit, "interpreter": interpreter(), "codec": codec(),
         "figures": {**old["figures"], **{name: {"instructions": value, "operation": FIGURES[name]}
                                          for name, value in figures.items()}},
         "history": [*old["history"], entry],
@@ -406,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--update-baseline needs --why: the baseline moves only with a reason")
     runs = [measure(args.only, args.scale) for _ in range(args.repeat)]
     baseline = load_baseline() if BASELINE.exists() else None
-    print(f"instructions per operation (callgrind), {interpreter()}")
+    print(f"instructions per operation (callgrind), {interpreter()}, {codec()} AMQP codec")
     for name in args.only:
         values = [run[name] for run in runs]
         middle = statistics.median(values)

@@ -1,9 +1,10 @@
 """The cost guard: bench/costs.py's instruction counts against bench/costs-baseline.json.
 
 A figure more than 10 % over its baseline fails, naming the figure, both counts and the baseline's commit.
-Counts depend on the interpreter's build, so a run on another interpreter than the baseline's fails too,
-saying so (its counts would be compared with numbers they cannot be compared with); the remedy either way
-is a commit that moves the baseline with `bench/costs.py --update-baseline --why "..."`.
+Counts depend on the interpreter's build and on the AMQP codec (C, or pure Python where it was not built),
+so a run on another interpreter or codec than the baseline's fails too, saying so (its counts would be
+compared with numbers they cannot be compared with); the remedy either way is a commit that moves the
+baseline with `bench/costs.py --update-baseline --why "..."`.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def test_no_figure_rose_more_than_ten_percent():
         pytest.fail(f"bench/costs-baseline.json was counted on {baseline['interpreter']}, this is "
                     f"{costs.interpreter()}: instruction counts differ between interpreter builds, so they "
                     f"cannot be compared; record this interpreter's baseline in a commit ({REMEDY})")
+    if baseline["codec"] != costs.codec():
+        pytest.fail(f"bench/costs-baseline.json counted the {baseline['codec']} AMQP codec, this run "
+                    f"would count the {costs.codec()} one: `make setup` builds the C one (a C compiler is "
+                    "needed), and SBFED_PURE_PYTHON must not be set")
     assert shutil.which("valgrind"), "valgrind is missing: `make setup` installs it (ensure-valgrind.sh)"
     done = subprocess.run([sys.executable, "bench/costs.py", "--json"], cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
