@@ -468,7 +468,7 @@ static Py_ssize_t skip(const Reader *r, Py_ssize_t pos, int depth) {
 }
 
 /* codec.decode_sections' pass over a message as a client sent it, for the common form (small-ulong
- * descriptors, values read_value handles, header and properties before the body):
+ * descriptors, values read_value handles, each section once, header and properties before the body):
  *   decode_sections(buf: bytes) -> (header, annotations, properties, application_properties, body)
  * each section's value, None where absent (delivery-annotations read and dropped), the body sections and
  * footer as one bytes; NotImplemented for anything else, which codec.py then reads (or rejects) itself. */
@@ -477,6 +477,7 @@ static PyObject *sp_decode_sections(PyObject *self, PyObject *buf) {
     Reader r = {(const unsigned char *)PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf)};
     PyObject *found[4] = {NULL, NULL, NULL, NULL};
     Py_ssize_t spans[8][2], nspans = 0, pos = 0, total = 0;
+    unsigned seen = 0;
     while (pos < r.len) {
         Py_ssize_t start = pos;
         if (pos + 3 > r.len || r.buf[pos] != 0x00 || r.buf[pos + 1] != 0x53 || r.buf[pos + 2] < HEADER ||
@@ -498,8 +499,10 @@ static PyObject *sp_decode_sections(PyObject *self, PyObject *buf) {
         if (code == DELIVERY_ANNOTATIONS) Py_DECREF(value);
         else {
             int slot = code == HEADER ? 0 : code - 0x71; /* annotations 0x72, properties 0x73, app 0x74 */
+            if (seen & (1u << slot)) { Py_DECREF(value); goto decline; } /* a section twice: each applies */
+            seen |= 1u << slot;
             if (value == Py_None) { Py_DECREF(value); value = NULL; } /* a null section: as if absent */
-            Py_XSETREF(found[slot], value);
+            found[slot] = value;
         }
     }
     if (!nspans) goto decline;

@@ -232,3 +232,12 @@ def test_an_sdk_message_is_split_in_c(native) -> None:
         [True, ubyte(4), uint(5000), False, uint(0)], {key: "p"}, ["id-1", None, None, "subject"],
         {"k": int32(3)}, codec.described(codec.DATA, values.encode_value(b"body"))))
     assert _typed(codec.decode_sections(raw)) == _typed(_pure(codec.decode_sections, raw))
+
+
+def test_a_section_given_twice_is_applied_twice(value_codec) -> None:
+    """The reference applies each copy in turn, so a bad first header fails even when a second one follows."""
+    raw = (codec.described(codec.HEADER, values.encode_value([None, ""]))
+           + codec.described(codec.HEADER, values.encode_value(b""))
+           + codec.described(codec.DATA, b"\xa0\x00"))
+    with pytest.raises(codec.MessageDecodeError):
+        codec.decode_sections(raw)
