@@ -6,7 +6,10 @@ a message) and never a crash."""
 from __future__ import annotations
 
 import math
+import os
 import struct
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -241,3 +244,13 @@ def test_a_section_given_twice_is_applied_twice(value_codec) -> None:
            + codec.described(codec.DATA, b"\xa0\x00"))
     with pytest.raises(codec.MessageDecodeError):
         codec.decode_sections(raw)
+
+
+def test_the_c_codec_is_used_unless_pure_python_is_asked_for(native) -> None:
+    if os.environ.get("SBFED_PURE_PYTHON", "") in ("", "0"):
+        assert values._native is native
+    check = "from local_broker.wire.amqp import values; print(values._native is None)"
+    for setting, pure in (("1", "True"), ("0", "False"), ("", "False")):
+        said = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True,
+                              env={**os.environ, "SBFED_PURE_PYTHON": setting}).stdout.strip()
+        assert said == pure, setting
