@@ -28,13 +28,17 @@ class ChangeSet:
 
     def only_deletes(self) -> bool:
         """Whether deleting messages is all this change set does (what a settlement commits)."""
+        return not self.messages_state and self.only_locks_and_deletes()
+
+    def only_locks_and_deletes(self) -> bool:
+        """Whether changing messages' locks, delivery counts or states and deleting messages is all this
+        change set does (what receives and settlements commit)."""
         return not (
             self.config
             or self.entities_put
             or self.entities_deleted
             or self.counters
             or self.messages_put
-            or self.messages_state
             or self.dedup_put
             or self.dedup_prune
             or self.session_states

@@ -9,7 +9,9 @@ order (where a row cannot be read, it searches for the next one that can and rep
 unreadable; a truncated file is read as far as it goes), then drops what the invariants forbid (a message
 whose payload was lost, a payload no message references, a state without its message, a record that does
 not decode) and prints what was saved, unreadable and dropped. The settled log (`<namespace>.db.settled`)
-is copied beside the new store, so messages completed before the damage stay completed.
+is copied beside the new store, so messages completed before the damage stay completed; the lock log's
+records the database does not hold yet (`<namespace>.db.locks`) are written into the new store's message
+states, so locks and delivery counts of the broker's last turns are kept too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from local_broker.store.pages import leaf_rows
-from local_broker.store.sqlite import SCHEMA_VERSION, SqliteStore
+from local_broker.store.sqlite import SCHEMA_VERSION, SqliteStore, read_lock_log
 
 MIGRATED = range(2, SCHEMA_VERSION)  # schema versions the broker migrates when it opens them
 INTEGRITY_LINES = 5  # of SQLite's integrity_check reported per store
@@ -163,9 +165,11 @@ def recover(source: Path, target: Path) -> Salvage:
     db = sqlite3.connect(target, isolation_level=None)
     try:
         db.execute("BEGIN")
+        db.execute("DELETE FROM folded")  # the original's, if it can be read
         wanted = _copy_readable(source, db, salvage)
         if wanted:
             _copy_from_pages(source.read_bytes(), db, wanted, salvage)
+        _apply_lock_log(Path(f"{source}.locks"), db, salvage)
         _drop_what_invariants_forbid(db, salvage)
         db.execute("COMMIT")
     finally:
@@ -174,6 +178,25 @@ def recover(source: Path, target: Path) -> Salvage:
     if settled.exists():
         shutil.copyfile(settled, f"{target}.settled")
     return salvage
+
+
+def _apply_lock_log(path: Path, db: sqlite3.Connection, salvage: Salvage) -> None:
+    """The lock log's records of epochs after the one the original says it folded, as message states (the
+    new store's log starts empty at the next epoch). Without the original's epoch, which records are newer
+    than the database cannot be told: none is applied."""
+    row = db.execute("SELECT locks FROM folded").fetchone()
+    if row is None:
+        db.execute("INSERT INTO folded VALUES (1, 0)")
+        if path.exists() and path.stat().st_size:
+            salvage.notes.append("the lock log's epoch was lost: the locks of the broker's last turns are "
+                                 "not kept (their messages are available at once, with the delivery counts "
+                                 "the database holds)")
+        return
+    locks, _ = read_lock_log(path, row[0])
+    if locks:
+        db.executemany("INSERT OR REPLACE INTO message_states VALUES (?, ?, ?, ?, ?)",
+                       [(uid, *lock) for uid, lock in locks.items()])
+        salvage.saved["lock log records"] = len(locks)
 
 
 def _copy_readable(source: Path, db: sqlite3.Connection, salvage: Salvage) -> set[str]:

@@ -1,14 +1,24 @@
 """A namespace in one SQLite file, WAL mode; each commit of the engine is one transaction, except
-commits that only delete settled messages.
+commits that only lock, unlock or settle messages.
 
-Those are the commit of every settlement of a client that settles one message at a time and waits for the
-answer (the SDKs do): a SQLite transaction that deletes one message rewrites several pages of the
-write-ahead log. Instead, the store appends the deleted messages' ids to a settled log next to the database
-(`<file>.settled`, 16 bytes each, one write) and deletes them from the database with the next transaction
-it runs anyway, or once the log holds FOLD_SETTLED of them; opening (and loading) the store deletes what the
-log holds first. The log is written before the settlement is answered, as the database would be: it
-survives a killed broker. Like the database's commits of settlements, it is not synced to disk (losing a
-settlement to power loss makes its message come back, which at-least-once delivery allows).
+Those are the commits of a receiver fed one message per turn while it settles one at a time and waits for
+the answer (the SDKs do, with prefetch): a SQLite transaction that writes one message's lock or deletes one
+message rewrites several pages of the write-ahead log. Instead, the store appends to two logs next to the
+database, one write each:
+- the settled log (`<file>.settled`, 16 bytes per deleted message id): the ids are deleted from the
+  database once the log holds FOLD_SETTLED of them (a range delete), when the store is opened, copied or
+  closed; until then `page` skips them;
+- the lock log (`<file>.locks`, 50 bytes per message: its delivery count, state, lock and lock token, as a
+  `message_states` row holds them): every transaction writes what it holds into `message_states` first (a
+  row the transaction writes is newer), as does opening the store; at most FOLD_LOCKS records are appended
+  between two transactions. Its records carry an epoch: the transaction that writes them stores their
+  epoch as folded, so records a killed broker left in the log after that commit are not applied again.
+Opening (and loading) the store applies what the logs hold first. Records carry a check (a torn or stray
+one applies nothing); a log a write was cut short in is not appended to until a transaction empties it.
+The logs are written before the operation is answered, as the database would be: they survive a killed
+broker, locks and delivery counts included. Like the database's commits of receives and settlements, they
+are not synced to disk (losing one to power loss makes a message come back, or come back with the delivery
+count it had, which at-least-once delivery allows).
 
 A full disk must not wedge the namespace: next to the database the store keeps a reserve file
 (`<file>.reserve`, RESERVE_BYTES of zeros). When the filesystem is nearly full (less free than the reserve)
@@ -30,6 +40,7 @@ import struct
 import time
 import uuid
 import weakref
+import zlib
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -39,11 +50,18 @@ from local_broker.engine.message import Message, MessageContent, MessageState
 from local_broker.store.base import ChangeSet, StoredState
 from local_broker.store.codec import decode_properties, dumps, encode_properties, loads
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 RESERVE_BYTES = 8 * 1024 * 1024
 ROOM_CHECK_SECONDS = 0.5  # how stale the free-space reading may be
 FOLD_SETTLED = 4096  # settled message ids the log holds before they are deleted from the database
+FOLD_LOCKS = 4096  # lock records the lock log holds before they are written to the database
 _SETTLED = struct.Struct("<qq")  # a message id and its complement: a torn or stray record checks out as none
+# A lock record: message id, epoch, delivery count, state, which of the next two it has (1: locked until,
+# 2: lock token), locked until, lock token; then the CRC-32 of those bytes (a torn or stray record: none).
+_LOCK = struct.Struct("<qqiBBd16s")
+_CHECK = struct.Struct("<I")
+_LOCK_SIZE = _LOCK.size + _CHECK.size
+_NO_TOKEN = bytes(16)
 _SQLITE_FULL = 13
 
 _SCHEMA = """
@@ -65,6 +83,8 @@ CREATE TABLE message_states (
     lock_token BLOB
 );
 """
+# The lock log's records of epochs up to `locks` are in the database (see SqliteStore).
+_FOLDED_TABLE = "CREATE TABLE folded (id INTEGER PRIMARY KEY CHECK (id = 1), locks INTEGER NOT NULL)"
 # The message tables of this schema version, one statement each (a migration runs them in its transaction).
 _PAYLOADS_TABLE = "CREATE TABLE payloads (id INTEGER PRIMARY KEY, data TEXT NOT NULL, body BLOB NOT NULL)"
 _MESSAGE_TABLES = (
@@ -174,6 +194,11 @@ def _token(m: Message) -> bytes | None:
     return None if m.lock_token is None else m.lock_token.bytes
 
 
+def _lock_of(m: Message) -> tuple[int, int, float | None, bytes | None]:
+    """A message's message_states columns after its id: delivery count, state, locked until, lock token."""
+    return m.delivery_count, int(m.state), m.locked_until, _token(m)
+
+
 def _stored_content(payload: int, d: list[Any], body: bytes) -> MessageContent:
     """A stored content (a payload's `data` decoded, or a row's own), made without Message's constructor:
     a backlog's messages are read back one by one."""
@@ -260,7 +285,7 @@ def _migrate_from_2(db: sqlite3.Connection) -> None:
         db.execute(_INSERT_OLD_ROW, (uid, owner, sub, seq, record, payload, None))
     db.execute("DROP TABLE messages_v2")
     _index_columns(db)
-    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+    db.execute("UPDATE schema_version SET version = 5")
     db.execute("COMMIT")
 
 
@@ -284,7 +309,7 @@ def _migrate_from_3(db: sqlite3.Connection) -> None:
         db.execute(_INSERT_OLD_ROW, (uid, owner, sub, seq, record, payload, None))
     db.execute("DROP TABLE messages_v3")
     _index_columns(db)
-    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+    db.execute("UPDATE schema_version SET version = 5")
     db.execute("COMMIT")
 
 
@@ -305,11 +330,22 @@ def _migrate_from_4(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE messages ADD COLUMN plain INTEGER NOT NULL DEFAULT 0")
     _index_columns(db)
     db.execute(_MESSAGE_TABLES[1])
+    db.execute("UPDATE schema_version SET version = 5")
+    db.execute("COMMIT")
+
+
+def _migrate_from_5(db: sqlite3.Connection) -> None:
+    """Schema 6 keeps the lock log's folded epoch (see SqliteStore): a broker that does not read the lock
+    log must not open a store that may have one. In one transaction."""
+    db.execute("BEGIN")
+    db.execute(_FOLDED_TABLE)
+    db.execute("INSERT INTO folded VALUES (1, 0)")
     db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
     db.execute("COMMIT")
 
 
-_MIGRATIONS = {2: _migrate_from_2, 3: _migrate_from_3, 4: _migrate_from_4}
+# Each takes a store of its version to the next one it names (schemas 2-4 straight to 5).
+_MIGRATIONS = {2: _migrate_from_2, 3: _migrate_from_3, 4: _migrate_from_4, 5: _migrate_from_5}
 
 
 class SqliteStore:
@@ -341,6 +377,14 @@ class SqliteStore:
         self._settled = _read_settled(self.settled_path)  # ids in the log, not yet deleted from the database
         self._settled_fd = os.open(self.settled_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._settled_torn = False  # a write of it was cut short: no more records until it is emptied
+        self.locks_path = Path(self.path + ".locks")
+        folded = self._db.execute("SELECT locks FROM folded").fetchone()[0]
+        self._epoch = folded + 1  # the epoch of the records written until the next fold
+        locks, self._lock_records = read_lock_log(self.locks_path, folded)
+        # The locks the log holds that the database does not (of messages not settled since), by message id.
+        self._locks = {uid: lock for uid, lock in locks.items() if uid not in self._settled}
+        self._locks_fd = os.open(self.locks_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._locks_torn = self._lock_records > 0  # its last record may be torn: appended to once emptied
 
     def _check_schema(self) -> None:
         has_table = self._db.execute(
@@ -350,19 +394,18 @@ class SqliteStore:
             others = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
             if others:
                 raise StoreError(f"{self.path} is not an sbfed namespace store (no schema_version table).")
-            tables = ";\n".join((_PAYLOADS_TABLE, *_MESSAGE_TABLES))
-            self._db.executescript("BEGIN;" + _SCHEMA + tables + ";COMMIT;")
+            tables = ";\n".join((_PAYLOADS_TABLE, *_MESSAGE_TABLES, _FOLDED_TABLE))
+            self._db.executescript("BEGIN;" + _SCHEMA + tables + ";INSERT INTO folded VALUES (1, 0);COMMIT;")
             self._db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
             return
         row = self._db.execute("SELECT version FROM schema_version").fetchone()
-        migrate = None if row is None else _MIGRATIONS.get(row[0])
-        if migrate is not None:
+        while row is not None and row[0] in _MIGRATIONS:
             try:
-                migrate(self._db)
+                _MIGRATIONS[row[0]](self._db)
             except BaseException:
                 self._roll_back()
                 raise
-            row = (SCHEMA_VERSION,)
+            row = self._db.execute("SELECT version FROM schema_version").fetchone()
         if row is None or row[0] != SCHEMA_VERSION:
             found = None if row is None else row[0]
             raise StoreError(
@@ -375,8 +418,7 @@ class SqliteStore:
         those are counted and sized per owner (`StoredState.tails`, from the index alone) and read with
         `page` when the engine wants them. Every other message (dead-lettered, scheduled, deferred,
         locked, or changed since it was written) is loaded."""
-        if self._settled:
-            self.write(ChangeSet())  # the database alone holds the state: the settled log is folded in
+        self._fold()  # the database alone holds the state: the logs are folded in
         db = self._db
         row = db.execute("SELECT config FROM namespace").fetchone()
         if row is None:
@@ -476,13 +518,32 @@ class SqliteStore:
         return _message(template, uid, seq, record, own_state)
 
     def write(self, changes: ChangeSet) -> None:
-        deleted = changes.messages_deleted
-        if (deleted and len(self._settled) < FOLD_SETTLED and not self._settled_torn
-                and changes.only_deletes() and self._log_settled(deleted)):
+        if ((changes.messages_deleted or changes.messages_state) and changes.only_locks_and_deletes()
+                and self._logged(changes.messages_state, changes.messages_deleted)):
             return
+        self._transaction(changes, len(self._settled) >= FOLD_SETTLED or self._settled_torn)
+
+    def _fold(self) -> None:
+        """Write what the logs hold into the database, in one transaction, and empty them."""
+        if self._settled or self._settled_torn or self._lock_records or self._locks_torn:
+            self._transaction(ChangeSet(), True)
+
+    def _transaction(self, changes: ChangeSet, fold_settled: bool) -> None:
+        """`changes` in one transaction, over the lock log's records (every transaction folds them: a row
+        it writes is newer than they are), and with `fold_settled` the settled log's ids deleted."""
+        deleted = changes.messages_deleted
+        fold_locks = bool(self._lock_records or self._locks_torn)
         db = self._db
         db.execute("BEGIN")
         try:
+            locks = self._locks if fold_locks else {}
+            if changes.messages_state:  # none of a message whose row this change set writes
+                locks = {**locks, **{m.uid: _lock_of(m) for m in changes.messages_state}}
+            if locks:  # before the rows: a row written replaces its message's older state
+                db.executemany("INSERT OR REPLACE INTO message_states VALUES (?, ?, ?, ?, ?)",
+                               [(uid, *lock) for uid, lock in locks.items()])
+            if fold_locks:
+                db.execute("UPDATE folded SET locks = ?", (self._epoch,))
             if changes.config is not None:
                 db.execute("INSERT OR REPLACE INTO namespace VALUES (1, ?)", (dumps(changes.config),))
             for key in changes.entities_deleted:
@@ -504,16 +565,8 @@ class SqliteStore:
                 db.executemany("INSERT OR REPLACE INTO counters VALUES (?, ?)", changes.counters.items())
             if changes.messages_put:
                 stored = self._put_messages(changes.messages_put)
-            if changes.messages_state:
-                db.executemany(
-                    "INSERT OR REPLACE INTO message_states VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (m.uid, m.delivery_count, m.state, m.locked_until, _token(m))
-                        for m in changes.messages_state
-                    ],
-                )
-            if deleted or self._settled:
-                gone = _runs(self._settled.union(deleted))
+            if deleted or (fold_settled and self._settled):
+                gone = _runs(self._settled.union(deleted) if fold_settled else set(deleted))
                 db.executemany("DELETE FROM messages WHERE uid BETWEEN ? AND ?", gone)
                 db.executemany("DELETE FROM message_states WHERE uid BETWEEN ? AND ?", gone)
             if changes.dedup_put:
@@ -539,13 +592,15 @@ class SqliteStore:
             for content, (payload, properties) in stored.items():
                 content.payload = payload
                 content.payload_properties = properties
-        if self._settled or self._settled_torn:  # deleted from the database now: the log starts over
+        if fold_locks:  # in the database now, and the log's records are of an epoch folded: it starts over
+            self._locks = {}
+            self._lock_records = 0
+            self._epoch += 1
+            self._locks_torn = not _emptied(self._locks_fd)
+        if fold_settled:  # deleted from the database now: the log starts over
             self._settled = set()
-            try:
-                os.ftruncate(self._settled_fd, 0)
-                self._settled_torn = False
-            except OSError:  # what it still holds is deleted again at the next open, which is harmless
-                self._settled_torn = True
+            # what it still holds if it cannot be emptied is deleted again at the next open, which is harmless
+            self._settled_torn = not _emptied(self._settled_fd)
 
     def _put_messages(self, puts: list[tuple[str, int, Message]]) -> dict[MessageContent, tuple[int, Any]]:
         """Message rows: a content no other message shares (`shared` is set by `Message.copy`) in the row
@@ -597,19 +652,31 @@ class SqliteStore:
                 db.execute("INSERT INTO payloads VALUES (?, ?, ?)", row)
         return stored
 
-    def _log_settled(self, uids: list[int]) -> bool:
-        """Append deleted message ids to the settled log; False if it could not be written (a full disk:
-        the transaction then deletes them, into the space the reserve leaves)."""
-        record = _SETTLED.pack
-        data = b"".join([record(u, ~u) for u in uids])
-        try:
-            written = os.write(self._settled_fd, data)
-        except OSError:
-            return False
-        if written != len(data):  # a nearly full disk took part of it: the log is unused until emptied
-            self._settled_torn = True
-            return False
-        self._settled.update(uids)
+    def _logged(self, states: list[Message], deleted: list[int]) -> bool:
+        """Append the new locks of `states` to the lock log and the ids of `deleted` to the settled log (one
+        write each); False if either could not be written or is full (the transaction then writes them)."""
+        if states:
+            if self._locks_torn or self._lock_records >= FOLD_LOCKS:
+                return False
+            locks = {m.uid: _lock_of(m) for m in states}
+            epoch = self._epoch
+            data = b"".join([_lock_record(uid, epoch, *lock) for uid, lock in locks.items()])
+            if not _appended(self._locks_fd, data):
+                self._locks_torn = True  # a nearly full disk took part of it: unused until emptied
+                return False
+            self._lock_records += len(locks)
+            self._locks.update(locks)
+        if deleted:
+            if self._settled_torn or len(self._settled) >= FOLD_SETTLED:
+                return False
+            record = _SETTLED.pack
+            if not _appended(self._settled_fd, b"".join([record(u, ~u) for u in deleted])):
+                self._settled_torn = True
+                return False
+            self._settled.update(deleted)
+            pop = self._locks.pop
+            for uid in deleted:  # settled: their locks mean nothing any more
+                pop(uid, None)
         return True
 
     def _roll_back(self) -> None:
@@ -666,9 +733,9 @@ class SqliteStore:
     def copy_to(self, path: Path) -> None:
         """Replace the store at `path` (closed) by a copy of this one as of now: the settled log folded in,
         the copy's own logs removed (a geo-replicated namespace seeds a secondary so)."""
-        if self._settled:
-            self.write(ChangeSet())
-        for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.settled")):
+        self._fold()
+        for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.settled"),
+                      Path(f"{path}.locks")):
             stale.unlink(missing_ok=True)
         copy = sqlite3.connect(path)
         try:
@@ -677,9 +744,9 @@ class SqliteStore:
             copy.close()
 
     def close(self) -> None:
-        if self._settled:
-            self.write(ChangeSet())
+        self._fold()
         os.close(self._settled_fd)
+        os.close(self._locks_fd)
         self._db.close()
 
 
@@ -709,3 +776,48 @@ def _read_settled(path: Path) -> set[int]:
         return set()
     end = len(data) - len(data) % _SETTLED.size
     return {uid for uid, check in _SETTLED.iter_unpack(data[:end]) if check == ~uid}
+
+
+def _appended(fd: int, data: bytes) -> bool:
+    """Whether `data` was appended whole to a log (False: no space, or only part of it)."""
+    try:
+        return os.write(fd, data) == len(data)
+    except OSError:
+        return False
+
+
+def _emptied(fd: int) -> bool:
+    """Whether a log could be emptied."""
+    try:
+        os.ftruncate(fd, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _lock_record(uid: int, epoch: int, delivery_count: int, state: int, locked_until: float | None,
+                 token: bytes | None) -> bytes:
+    has = (locked_until is not None) | (token is not None) << 1
+    body = _LOCK.pack(uid, epoch, delivery_count, state, has, locked_until or 0.0, token or _NO_TOKEN)
+    return body + _CHECK.pack(zlib.crc32(body))
+
+
+def read_lock_log(path: Path, folded: int) -> tuple[dict[int, tuple[Any, ...]], int]:
+    """The locks a lock log holds that the database does not (records of an epoch after `folded`; the
+    latest per message id), and how many records it holds in all. Records that do not check out (a write
+    torn by power loss) are skipped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}, 0
+    locks: dict[int, tuple[Any, ...]] = {}
+    size = _LOCK.size
+    for at in range(0, len(data) - _LOCK_SIZE + 1, _LOCK_SIZE):
+        body = data[at:at + size]
+        if _CHECK.unpack_from(data, at + size)[0] != zlib.crc32(body):
+            continue
+        uid, epoch, delivery_count, state, has, locked_until, token = _LOCK.unpack(body)
+        if epoch > folded:
+            locks[uid] = (delivery_count, state, locked_until if has & 1 else None,
+                          token if has & 2 else None)
+    return locks, len(data) // _LOCK_SIZE + (len(data) % _LOCK_SIZE > 0)
