@@ -107,7 +107,6 @@ class Journal:
         if not (
             self.full
             or self.published
-            or self.state
             or self.entities
             or self.entities_deleted
             or self.counters
@@ -115,10 +114,12 @@ class Journal:
             or self.dedup_prune
             or self.session_states
             or self.config
-        ):  # nothing, or only settled messages to delete (a client settling one at a time: every turn)
-            if self.deleted:
-                self.store.write(ChangeSet(messages_deleted=list(self.deleted)))
+        ):  # nothing, or only locks and settlements (an SDK receiver fed and settling one at a time)
+            if self.deleted or self.state:
+                self.store.write(ChangeSet(messages_state=list(self.state.values()),
+                                           messages_deleted=list(self.deleted)))
                 self.deleted = set()
+                self.state = {}
             return
         full = self.full
         lazy = []
