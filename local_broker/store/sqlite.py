@@ -418,7 +418,7 @@ class SqliteStore:
         those are counted and sized per owner (`StoredState.tails`, from the index alone) and read with
         `page` when the engine wants them. Every other message (dead-lettered, scheduled, deferred,
         locked, or changed since it was written) is loaded."""
-        self._fold()  # the database alone holds the state: the logs are folded in
+        self.fold()  # the database alone holds the state: the logs are folded in
         db = self._db
         row = db.execute("SELECT config FROM namespace").fetchone()
         if row is None:
@@ -523,7 +523,7 @@ class SqliteStore:
             return
         self._transaction(changes, len(self._settled) >= FOLD_SETTLED or self._settled_torn)
 
-    def _fold(self) -> None:
+    def fold(self) -> None:
         """Write what the logs hold into the database, in one transaction, and empty them."""
         if self._settled or self._settled_torn or self._lock_records or self._locks_torn:
             self._transaction(ChangeSet(), True)
@@ -733,7 +733,7 @@ class SqliteStore:
     def copy_to(self, path: Path) -> None:
         """Replace the store at `path` (closed) by a copy of this one as of now: the settled log folded in,
         the copy's own logs removed (a geo-replicated namespace seeds a secondary so)."""
-        self._fold()
+        self.fold()
         for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.settled"),
                       Path(f"{path}.locks")):
             stale.unlink(missing_ok=True)
@@ -744,7 +744,7 @@ class SqliteStore:
             copy.close()
 
     def close(self) -> None:
-        self._fold()
+        self.fold()
         os.close(self._settled_fd)
         os.close(self._locks_fd)
         self._db.close()
