@@ -24,6 +24,19 @@ def opened(path: Path, clock: FakeClock) -> Namespace:
     return Namespace.open(SqliteStore(path), clock=clock)
 
 
+def queue_of(tmp_path: Path, clock: FakeClock, *bodies: bytes) -> Namespace:
+    """A store with queue "q" holding `bodies`, written."""
+    ns = opened(tmp_path / "ns.db", clock)
+    ns.create_queue(QueueProperties("q"))
+    ns.send("q", [Message(body) for body in bodies])
+    ns.commit()
+    return ns
+
+
+def failing(*args: object) -> int:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
 def states(path: Path) -> int:
     db = sqlite3.connect(path)
     try:
@@ -39,10 +52,7 @@ def log_size(tmp_path: Path) -> int:
 def locked_then_killed(tmp_path: Path, clock: FakeClock) -> Namespace:
     """a, b, c stored; a abandoned once and locked again, b and c locked, one receive per turn (as a
     prefetching SDK receiver is fed): the broker's state when it is killed (its store left open)."""
-    ns = opened(tmp_path / "ns.db", clock)
-    ns.create_queue(QueueProperties("q"))
-    ns.send("q", [Message(b"a"), Message(b"b"), Message(b"c")])
-    ns.commit()
+    ns = queue_of(tmp_path, clock, b"a", b"b", b"c")
     (a,) = ns.receive("q", 1)
     ns.commit()
     ns.abandon("q", [a.lock_token])
@@ -79,10 +89,7 @@ def test_locked_messages_of_a_killed_broker_come_back_with_their_delivery_counts
 
 def test_a_restart_applies_both_logs(tmp_path: Path) -> None:
     clock = FakeClock()
-    ns = opened(tmp_path / "ns.db", clock)
-    ns.create_queue(QueueProperties("q"))
-    ns.send("q", [Message(b"a"), Message(b"b"), Message(b"c")])
-    ns.commit()
+    ns = queue_of(tmp_path, clock, b"a", b"b", b"c")
     got = []
     for _ in range(3):
         got += ns.receive("q", 1)
@@ -103,10 +110,7 @@ def test_a_send_folds_the_lock_log_and_records_of_a_folded_epoch_are_ignored(tmp
     """The transaction that folds the log could commit and the broker die before the log is emptied: its
     records, older than the database, must not override what came after them."""
     clock = FakeClock()
-    ns = opened(tmp_path / "ns.db", clock)
-    ns.create_queue(QueueProperties("q"))
-    ns.send("q", Message(b"a"))
-    ns.commit()
+    ns = queue_of(tmp_path, clock, b"a")
     (a,) = ns.receive("q", 1)
     ns.commit()
     ns.abandon("q", [a.lock_token])
@@ -130,10 +134,7 @@ def test_a_send_folds_the_lock_log_and_records_of_a_folded_epoch_are_ignored(tmp
 
 def test_a_torn_or_stray_lock_record_applies_nothing(tmp_path: Path) -> None:
     clock = FakeClock()
-    ns = opened(tmp_path / "ns.db", clock)
-    ns.create_queue(QueueProperties("q"))
-    ns.send("q", [Message(b"a"), Message(b"b")])
-    ns.commit()
+    ns = queue_of(tmp_path, clock, b"a", b"b")
     ns.receive("q", 1)
     ns.commit()
     record = (tmp_path / "ns.db.locks").read_bytes()
@@ -151,16 +152,9 @@ def test_a_full_disk_writes_the_locks_in_a_transaction_instead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
-    ns = opened(tmp_path / "ns.db", clock)
-    ns.create_queue(QueueProperties("q"))
-    ns.send("q", [Message(b"a"), Message(b"b"), Message(b"c")])
-    ns.commit()
+    ns = queue_of(tmp_path, clock, b"a", b"b", b"c")
     write = os.write
-
-    def no_space(fd: int, data: bytes) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(store_module.os, "write", no_space)
+    monkeypatch.setattr(store_module.os, "write", failing)
     ns.receive("q", 1)
     ns.commit()
     assert log_size(tmp_path) == 0 and states(tmp_path / "ns.db") == 1
@@ -183,14 +177,11 @@ def test_a_log_that_cannot_be_emptied_is_not_appended_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
-    ns = opened(tmp_path / "ns.db", clock)
-    ns.create_queue(QueueProperties("q"))
-    ns.send("q", [Message(b"a"), Message(b"b")])
-    ns.commit()
+    ns = queue_of(tmp_path, clock, b"a", b"b")
     write = os.write
     monkeypatch.setattr(store_module.os, "write", lambda fd, data: write(fd, data[:30]))
     ns.receive("q", 1)
-    monkeypatch.setattr(store_module.os, "ftruncate", lambda fd, size: (_ for _ in ()).throw(OSError()))
+    monkeypatch.setattr(store_module.os, "ftruncate", failing)
     ns.commit()
     monkeypatch.setattr(store_module.os, "write", write)
     ns.receive("q", 1)
@@ -202,10 +193,7 @@ def test_a_log_that_cannot_be_emptied_is_not_appended_to(
 
 def test_a_full_lock_log_is_written_to_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "FOLD_LOCKS", 2)
-    ns = opened(tmp_path / "ns.db", FakeClock())
-    ns.create_queue(QueueProperties("q"))
-    ns.send("q", [Message(b"a"), Message(b"b"), Message(b"c")])
-    ns.commit()
+    ns = queue_of(tmp_path, FakeClock(), b"a", b"b", b"c")
     for _ in range(2):
         ns.receive("q", 1)
         ns.commit()
