@@ -3,15 +3,15 @@ still be read. Both only read the original (SQLite's read-only mode); recover wr
 
 A store is sound when SQLite's `integrity_check` passes and sbfed's own invariants hold: one schema version
 row this broker reads (or migrates), the namespace's configuration, records that decode, every message row
-holding its content or referencing a payload row that exists, no payload row that no message references,
-and no message-state row without its message. Recover copies every row it can read, table by table in rowid
-order (where a row cannot be read, it searches for the next one that can and reports the rowids between as
-unreadable; a truncated file is read as far as it goes), then drops what the invariants forbid (a message
-whose payload was lost, a payload no message references, a state without its message, a record that does
-not decode) and prints what was saved, unreadable and dropped. The settled log (`<namespace>.db.settled`)
-is copied beside the new store, so messages completed before the damage stay completed; the lock log's
-records the database does not hold yet (`<namespace>.db.locks`) are written into the new store's message
-states, so locks and delivery counts of the broker's last turns are kept too.
+holding its content or referencing a payload row that exists, no payload row that no message references, no
+message-state row without its message, the lock log's folded epoch. Recover copies every row it can read,
+table by table in rowid order (where a row cannot be read, it searches for the next one that can and reports
+the rowids between as unreadable; a truncated file is read as far as it goes), then drops what the
+invariants forbid (a message whose payload was lost, a payload no message references, a state without its
+message, a record that does not decode) and prints what was saved, unreadable and dropped. The settled log
+(`<namespace>.db.settled`) is copied beside the new store, so messages completed before the damage stay
+completed; the lock log's records the database does not hold yet (`<namespace>.db.locks`) are written into
+the new store's message states, so locks and delivery counts of the broker's last turns are kept too.
 """
 
 from __future__ import annotations
@@ -102,6 +102,8 @@ def _check_open(db: sqlite3.Connection, finding: Finding) -> None:
         return
     if db.execute("SELECT count(*) FROM namespace").fetchone()[0] != 1:
         problems.append("the namespace's configuration row is missing")
+    if db.execute("SELECT count(*) FROM folded").fetchone()[0] != 1:
+        problems.append("the lock log's folded epoch row is missing")
     for table, column in RECORD_TABLES.items():
         bad = sum(1 for (text,) in db.execute(f"SELECT {column} FROM {table}") if not _decodes(text))
         if bad:

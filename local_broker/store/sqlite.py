@@ -378,7 +378,10 @@ class SqliteStore:
         self._settled_fd = os.open(self.settled_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._settled_torn = False  # a write of it was cut short: no more records until it is emptied
         self.locks_path = Path(self.path + ".locks")
-        folded = self._db.execute("SELECT locks FROM folded").fetchone()[0]
+        row = self._db.execute("SELECT locks FROM folded").fetchone()
+        if row is None:  # written with the table: a damaged file (`opening` says so in one line)
+            raise ValueError("the lock log's folded epoch (table `folded`) has no row")
+        folded = row[0]
         self._epoch = folded + 1  # the epoch of the records written until the next fold
         locks, self._lock_records = read_lock_log(self.locks_path, folded)
         # The locks the log holds that the database does not (of messages not settled since), by message id.
@@ -731,7 +734,7 @@ class SqliteStore:
         return stats.f_bavail * stats.f_frsize
 
     def copy_to(self, path: Path) -> None:
-        """Replace the store at `path` (closed) by a copy of this one as of now: the settled log folded in,
+        """Replace the store at `path` (closed) by a copy of this one as of now: the logs folded in,
         the copy's own logs removed (a geo-replicated namespace seeds a secondary so)."""
         self.fold()
         for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}.settled"),

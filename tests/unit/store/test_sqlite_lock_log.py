@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from local_broker.engine import FakeClock, Message, Namespace, QueueProperties
+from local_broker.engine import FakeClock, Message, Namespace, QueueProperties, StoreError
 from local_broker.store import SqliteStore
 from local_broker.store import sqlite as store_module
+from local_broker.store.problems import opening
 from local_broker.store.salvage import check, recover
 
 LOCK_RECORD = 50  # bytes
@@ -218,3 +219,16 @@ def test_recover_keeps_the_locks_only_the_log_holds(tmp_path: Path) -> None:
     again = opened(tmp_path / "recovered.db", clock)
     assert {m.body: (m.lock_token, m.delivery_count) for m in again.peek("q", 0, 10)} == held
     assert check(tmp_path / "recovered.db").problems == []
+
+
+def test_a_store_that_lost_its_folded_epoch_is_reported_as_damaged(tmp_path: Path) -> None:
+    queue_of(tmp_path, FakeClock(), b"a").close()
+    db = sqlite3.connect(tmp_path / "ns.db")
+    db.execute("DELETE FROM folded")
+    db.commit()
+    db.close()
+    assert check(tmp_path / "ns.db").problems == ["the lock log's folded epoch row is missing"]
+    with pytest.raises(StoreError, match="is damaged"), opening(tmp_path / "ns.db", "ns"):
+        SqliteStore(tmp_path / "ns.db")
+    recover(tmp_path / "ns.db", tmp_path / "recovered.db")  # a new epoch: the store opens again
+    assert [m.body for m in opened(tmp_path / "recovered.db", FakeClock()).peek("q", 0, 10)] == [b"a"]
