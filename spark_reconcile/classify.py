@@ -307,7 +307,8 @@ def classify(rows: DataFrame, watermarks: DataFrame, sent_logs: set[str], settin
         out = out.where(F.col("anchor_us") >= to_micros(start))
     if end is not None:
         out = out.where(F.col("anchor_us") < to_micros(end))
-    return out.drop("wm_us", "anchor_us", "s_replicas", "s_sent")
+    # What no later pass reads stays out of the cached classification.
+    return out.drop("wm_us", "anchor_us", "s_replicas", "s_sent", "s_stamp", "s_src_seq")
 
 
 def _configured_ttl(settings: Settings, target: str) -> list[Column]:

@@ -226,36 +226,35 @@ def ordering(classified: DataFrame, names: dict[str, list[str]]) -> list[dict]:
     whose source sequence counter is below the previous arrival's; the partition id is the top 16 bits.
     One walk per partition would put a hot entity in one task, so each arrival hour is walked on its own and
     the hours are stitched on the driver: an hour's first arrival is compared with the previous hour's last.
-    The walk's rows are shuffled and sorted as numbers only: target, origin and entity as their 1-based
-    positions in `names` (the sort compared the three strings of every row pair before), arrival as micros.
+    The walk's rows are shuffled and sorted as four numbers: the walk (target, origin, entity and partition
+    in one, `_walk_code`), the hour, the arrival in micros and its SequenceNumber. The sort compares rows of
+    one walk most of the time, so every key column before the arrival costs each of its comparisons.
     """
-    coded = [F.array_position(F.array(*[F.lit(n) for n in names[k]]), F.col(k)).cast("int").alias(k)
-             for k in ("target", "origin", "entity")]
     rows = (classified.where(F.col("src_seq").isNotNull() & F.col("s_first").isNotNull())
-            .select(*coded, F.shiftright(F.col("src_seq"), 48).alias("partition"),
+            .select(_walk_code(names).alias("walk"),
                     F.floor(F.unix_micros("s_first") / 3_600_000_000).alias("hour"),
                     F.col("src_seq").bitwiseAND(F.lit(_COUNTER_MASK)).alias("counter"),
                     F.unix_micros("s_first").alias("s_first"), "s_seq"))
-    walk = Window.partitionBy(*_WALK_KEYS, "hour").orderBy("s_first", "s_seq")
-    prev = F.lag("counter").over(walk)
-    rows = rows.select(*_WALK_KEYS, "hour", "counter", "s_first", "s_seq",
-                       (prev - F.col("counter")).alias("behind"))
+    walk = Window.partitionBy("walk", "hour").orderBy("s_first", "s_seq")
+    # The hour's first and last arrivals are the rows without a previous or a next one in the same walk (one
+    # Window operator, one sort), not a max_by over a (time, sequence) struct.
+    rows = rows.select("walk", "hour", "counter",
+                       (F.lag("counter").over(walk) - F.col("counter")).alias("behind"),
+                       F.lead("counter").over(walk).isNull().alias("final"))
     inverted = F.col("behind") > 0
-    hours = rows.groupBy(*_WALK_KEYS, "hour").agg(
+    hours = rows.groupBy("walk", "hour").agg(
         F.count(F.lit(1)).alias("delivered"),
         F.count_if(inverted).alias("out_of_order"),
         F.coalesce(F.max(F.when(inverted, F.col("behind"))), F.lit(0)).alias("max_displacement"),
         F.max(F.when(F.col("behind").isNull(), F.col("counter"))).alias("first"),
-        F.max_by("counter", F.struct("s_first", "s_seq")).alias("last"),
+        F.max(F.when(F.col("final"), F.col("counter"))).alias("last"),
     ).collect()
 
-    def name(h, k: str) -> str | None:
-        return None if h[k] is None else names[k][h[k] - 1] if k in names else h[k]
-
+    keys = {code: _walk_key(code, names) for code in {h.walk for h in hours}}
     found: dict[tuple, dict] = {}
     last: dict[tuple, int] = {}
-    for h in sorted(hours, key=lambda h: (*((h[k] is None, name(h, k)) for k in _WALK_KEYS), h.hour)):
-        key = tuple(name(h, k) for k in _WALK_KEYS)
+    for h in sorted(hours, key=lambda h: (tuple((v is None, v) for v in keys[h.walk]), h.hour)):
+        key = keys[h.walk]
         r = found.setdefault(key, dict(zip(_WALK_KEYS, key, strict=True), delivered=0, out_of_order=0,
                                        max_displacement=0))
         behind = last[key] - h["first"] if key in last else 0
@@ -264,3 +263,28 @@ def ordering(classified: DataFrame, names: dict[str, list[str]]) -> list[dict]:
         r["max_displacement"] = max(r["max_displacement"], h.max_displacement, behind)
         last[key] = h["last"]
     return [found[k] for k in sorted(found, key=lambda k: tuple((v is None, v) for v in k))]
+
+
+_PARTITIONS = 1 << 16  # a partition id is the top 16 bits of a signed 64-bit sequence number
+
+
+def _walk_code(names: dict[str, list[str]]) -> Column:
+    """(target, origin, entity, partition) as one long: each name's 1-based position in `names` (0: NULL)
+    in mixed radix, then the partition offset to be non-negative. Fits 63 bits while (targets + 1) x
+    (origins + 1) x (entities + 1) < 2^47."""
+    code = F.lit(0).cast("long")
+    for k in ("target", "origin", "entity"):
+        position = F.coalesce(F.array_position(F.array(*[F.lit(n) for n in names[k]]), F.col(k)), F.lit(0))
+        code = code * (len(names[k]) + 1) + position
+    return code * _PARTITIONS + F.shiftright(F.col("src_seq"), 48) + _PARTITIONS // 2
+
+
+def _walk_key(code: int, names: dict[str, list[str]]) -> tuple:
+    """The (target, origin, entity, partition) of a `_walk_code`."""
+    code, partition = divmod(code, _PARTITIONS)
+    found: list[str | None] = []
+    for k in ("entity", "origin", "target"):
+        code, position = divmod(code, len(names[k]) + 1)
+        found.append(names[k][position - 1] if position else None)
+    entity, origin, target = found
+    return target, origin, entity, partition - _PARTITIONS // 2
