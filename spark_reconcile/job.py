@@ -7,7 +7,6 @@ import time
 from datetime import UTC, datetime
 from functools import reduce
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_reconcile import classify, metrics, outputs, report, session, summary
@@ -58,7 +57,7 @@ def run(spark: SparkSession, settings: Settings) -> dict:
 
     # Grouped records cached once and counted for the inventory (records, malformed, watermarks) and the
     # source's capture gaps; then one row per comparison and key, classified, cached.
-    grouped = grouped_records(spark, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    grouped = grouped_records(spark, settings).persist(session.cache_level(spark))
     with session.sql_settings(spark, session.GROUPING_SETTINGS):
         # The setting applies to every aggregation of the query it plans: the cache is built on its own
         # under it, so that the inventory's aggregation runs partial (no shuffle of every key).
@@ -66,7 +65,7 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     found = inventory(spark, grouped, settings)
     phases.done("group_inventory")
 
-    classified = classified_keys(grouped, found, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    classified = classified_keys(grouped, found, settings).persist(session.cache_level(spark))
     # A task per core, not per shuffle partition: each task's partial cube holds every (entity, hour, lag
     # bucket) it meets, so 16 tasks shuffled ~0.5 M partial rows at 1M messages for a ~0.1 M row cube.
     cube = metrics.collect_cube(metrics.cube(classified.coalesce(spark.sparkContext.defaultParallelism)))

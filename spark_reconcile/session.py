@@ -6,6 +6,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 # SQL settings every run needs, local or cluster (all of them can be set on a running session).
@@ -71,10 +72,20 @@ def local_settings(master: str, driver_memory: str, shuffle_partitions: int | No
         "spark.sql.shuffle.partitions": str(shuffle_partitions or 8 * cores),
         # List date=/hour= directories on the driver: a listing job per directory level costs more here.
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+        # The job's two caches live outside the collected heap (cache_level): held on the heap, hundreds of
+        # MB of cached batches were promoted and copied by every full collection.
+        "spark.memory.offHeap.enabled": "true",
+        "spark.memory.offHeap.size": driver_memory,
     }
     if master.startswith("local"):
         settings["spark.driver.host"] = settings["spark.driver.bindAddress"] = "127.0.0.1"
     return settings
+
+
+def cache_level(spark: SparkSession) -> StorageLevel:
+    """Off the heap where the session has off-heap memory (a JVM started here), else memory then disk."""
+    offheap = spark.sparkContext.getConf().get("spark.memory.offHeap.enabled", "false") == "true"
+    return StorageLevel.OFF_HEAP if offheap else StorageLevel.MEMORY_AND_DISK
 
 
 def start(master: str | None, driver_memory: str, shuffle_partitions: int | None,
