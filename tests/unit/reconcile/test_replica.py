@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from spark_reconcile import cli, job
+from spark_reconcile import cli, job, metrics
 from spark_reconcile.reading import read_log
 
 from .planted import T0, T1, replica_logs
@@ -103,6 +103,18 @@ def test_out_of_order_and_source_capture_gaps(planted, result):
     assert {e: r["max_displacement"] for e, r in order.items()} == truth.max_displacement
     assert {e: r["partition"] for e, r in order.items()} == {"orders": 0, "billing/payments": 3}
     assert {g["entity"]: g["gaps"] for g in summary["source_sequence_gaps"]} == truth.source_gaps
+
+
+def test_the_walk_code_names_its_walk_again(spark):
+    """The walk's one-long key decodes to the target, origin, entity and partition it was made of, a NULL
+    origin (a mirror orphan) and the extreme partitions of a signed sequence number included."""
+    names = {"target": ["east", "west"], "origin": ["east", "west", "north"], "entity": ["a", "b/c", "d"]}
+    rows = [("west", None, "d", (-1 << 63) + 5), ("east", "north", "a", 7),
+            ("west", "west", "b/c", (1 << 63) - 1), ("east", "east", "d", 3 << 48)]
+    frame = spark.createDataFrame(rows, "target string, origin string, entity string, src_seq long")
+    codes = [r.walk for r in frame.select(metrics._walk_code(names).alias("walk")).collect()]
+    assert len(set(codes)) == 4
+    assert [metrics._walk_key(c, names) for c in codes] == [(t, o, e, s >> 48) for t, o, e, s in rows]
 
 
 def test_malformed_records_counted_and_hours_outside_the_window_not_read(spark, planted, result):
