@@ -60,6 +60,9 @@ class Deadlines:
         heap = self._lock_heap
         while heap:
             until, _, locked = heap[0]
+            first = locked[0] if locked else None
+            if first is not None and first.lock_token is not None and first.locked_until == until:
+                break  # the commonest case, checked without the scan: the top's first lock still stands
             live = next(
                 (i for i, m in enumerate(locked) if m.lock_token is not None and m.locked_until == until),
                 None,
@@ -100,20 +103,12 @@ class Deadlines:
     def next_deadline(self) -> float | None:
         """When `tick()` next has something to do (epoch seconds), or None."""
         self._purge_stale()
-        tops = [
-            heap[0][0]
-            for heap in (
-                self._lock_heap,
-                self._session_heap,
-                self._ttl_heap,
-                self._lazy_heap,
-                self._schedule_heap,
-                self._dedup_heap,
-                self._idle_heap,
-            )
-            if heap
-        ]
-        return min(tops) if tops else None
+        soonest = None
+        for heap in (self._lock_heap, self._session_heap, self._ttl_heap, self._lazy_heap,
+                     self._schedule_heap, self._dedup_heap, self._idle_heap):
+            if heap and (soonest is None or heap[0][0] < soonest):
+                soonest = heap[0][0]
+        return soonest
 
     def tick(self) -> None:
         """Process everything due at the clock's now."""

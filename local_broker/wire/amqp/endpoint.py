@@ -40,6 +40,7 @@ from local_broker.wire.amqp.reactor import BrokerDelivery, EngineThread
 from local_broker.wire.amqp.tally import Histogram, Requests
 
 _LIB = compat.LIB
+LOCAL_ACTIVE = Endpoint.LOCAL_ACTIVE
 
 log = logging.getLogger("local_broker.amqp")
 
@@ -485,18 +486,22 @@ class NamespaceEndpoint(Handler):
                           error=exc.description)
             state.session = None  # the lock names this state its owner: no cycle is left to collect
 
-    def on_link_flow(self, event) -> None:
-        link = event.link
-        state = getattr(link, "sb", None)
-        if state is not None and state.node is Node.RECEIVER and link.state & Endpoint.LOCAL_ACTIVE:
-            self.ready.add(link)
+    def on_link_flow(self, event: Any) -> None:
+        """A client's credit: its receiver is fed at the end of the turn. `event` is proton's C event
+        (reactor.dispatch_event): the SDKs send one flow per receive."""
+        link = _LIB.pn_event_link(event)
+        state: LinkState | None = compat.link_state(link)
+        if state is not None and state.node is Node.RECEIVER and _LIB.pn_link_state(link) & LOCAL_ACTIVE:
+            self.ready.add(Link.wrap(link))
 
     def _feed(self, link: Link) -> None:
-        """Send as many messages as the link has credit for; honour drain."""
-        state: LinkState | None = getattr(link, "sb", None)
-        if state is None or not link.state & Endpoint.LOCAL_ACTIVE or state.node is not Node.RECEIVER:
+        """Send as many messages as the link has credit for; honour drain. Read through proton's C calls
+        (the wrapper's properties and attribute lookups cost more than the calls themselves)."""
+        impl = link._impl
+        state: LinkState | None = link._attrs.get("sb")
+        if state is None or not _LIB.pn_link_state(impl) & LOCAL_ACTIVE or state.node is not Node.RECEIVER:
             return
-        credit = link.credit
+        credit = _LIB.pn_link_credit(impl)
         if credit > 0:
             try:
                 batch = self.ns.receive(state.path, credit, state.mode, session=state.session)
@@ -513,8 +518,8 @@ class NamespaceEndpoint(Handler):
                 else:
                     state.tag_counter += 1
                     compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=True)
-        if link.drain_mode and link.credit > 0:
-            link.drained()
+        if _LIB.pn_link_get_drain(impl) and _LIB.pn_link_credit(impl) > 0:
+            _LIB.pn_link_drained(impl)
 
     def _detach(self, link: Link, exc: BrokerError) -> None:
         self._forget_link(link)

@@ -36,7 +36,7 @@ from local_broker.wire.amqp.loop import Loop, Turn
 
 log = logging.getLogger("local_broker.amqp")
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
-_DELIVERY = Event.DELIVERY.number
+_RAW_EVENTS = frozenset((Event.DELIVERY.number, Event.LINK_FLOW.number))  # handed over as C events
 T = TypeVar("T")
 
 
@@ -168,7 +168,8 @@ def dispatch_event(impl: Any, number: int) -> None:
     The broker sets handlers on connections only (sasl.py), so the link's and session's records are not
     searched; the handler is read from the connection's C record (no Python wrapper), and an event no
     handler method wants (most are transport and local-state events) costs no Python event object.
-    A delivery event, the hot path, is handed over as proton's C event (no Python event object at all)."""
+    The hot paths' events, a delivery and a link's flow (a receiver's credit: one per receive for the
+    SDKs), are handed over as proton's C event (no Python event object at all)."""
     connection = _LIB.pn_event_connection(impl)
     if connection == _FFI.NULL:
         return
@@ -180,7 +181,7 @@ def dispatch_event(impl: Any, number: int) -> None:
         return
     method = getattr(handler, EventType.TYPES[number].method, None)
     if method is not None:
-        method(impl if number == _DELIVERY else LazyEvent(impl, number))
+        method(impl if number in _RAW_EVENTS else LazyEvent(impl, number))
 
 
 class BrokerDelivery(Delivery):
@@ -381,10 +382,13 @@ class EngineThread:
             participant.tick()
 
     def _schedule_tick(self) -> None:
-        deadlines = [d for d in (p.next_deadline() for p in self.participants) if d is not None]
-        if not deadlines:
+        when = None
+        for participant in self.participants:
+            deadline = participant.next_deadline()
+            if deadline is not None and (when is None or deadline < when):
+                when = deadline
+        if when is None:
             return
-        when = min(deadlines)
         if self.timer_at is not None and self.timer_at <= when:
             return
         self.timer_at = when

@@ -1,5 +1,5 @@
 """A connection handler's error closes its connection (reactor.Guarded), for both kinds of events the loop
-hands out: proton's C event (deliveries) and a `LazyEvent` (everything else)."""
+hands out: proton's C event (deliveries, link flows) and a `LazyEvent` (everything else)."""
 
 from __future__ import annotations
 
