@@ -36,6 +36,10 @@ from local_broker.wire.amqp.loop import Loop, Turn
 
 log = logging.getLogger("local_broker.amqp")
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
+# proton's C calls of dispatch_event, bound once: reading one from cffi's lib object costs ~225 instructions
+pn_connection_attachments = _LIB.pn_connection_attachments
+pn_event_connection = _LIB.pn_event_connection
+pn_record_get_py = _LIB.pn_record_get_py
 _RAW_EVENTS = frozenset((Event.DELIVERY.number, Event.LINK_FLOW.number))  # handed over as C events
 T = TypeVar("T")
 
@@ -170,10 +174,10 @@ def dispatch_event(impl: Any, number: int) -> None:
     handler method wants (most are transport and local-state events) costs no Python event object.
     The hot paths' events, a delivery and a link's flow (a receiver's credit: one per receive for the
     SDKs), are handed over as proton's C event (no Python event object at all)."""
-    connection = _LIB.pn_event_connection(impl)
+    connection = pn_event_connection(impl)
     if connection == _FFI.NULL:
         return
-    record = _LIB.pn_record_get_py(_LIB.pn_connection_attachments(connection))
+    record = pn_record_get_py(pn_connection_attachments(connection))
     if record == _FFI.NULL:
         return
     handler = _FFI.from_handle(record).get("_handler")
