@@ -57,10 +57,13 @@ FIGURES = {
     "amqp.encode.python": "amqp.encode by the pure-Python codec",
     "broker.sdk_send": "broker process: one ServiceBusSender.send_messages of one 1 KB message",
     "broker.sdk_receive_complete": "broker process: one receive_messages(max_message_count=1) + complete",
+    "broker.lean_send": "broker process: one 1 KB durable message sent by bench/amqp_client.py (the lean "
+                        "client bench/amqp_compare.py compares the peers with; 1,000 awaiting their outcome)",
 }
 IN_PROCESS = ("engine.memory", "engine.sqlite", "topic.copy", "amqp.decode", "amqp.encode",
               "amqp.decode.python", "amqp.encode.python")
-BROKER = ("broker.sdk_send", "broker.sdk_receive_complete")
+BROKER = ("broker.sdk_send", "broker.sdk_receive_complete", "broker.lean_send")
+LEAN_CLIENT = ROOT / "bench" / "amqp_client.py"
 
 
 def mark() -> None:
@@ -301,7 +304,23 @@ def drive_broker(broker: MarkedBroker, scale: int) -> list[list[Any]]:
                 (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=120)
                 receiver.complete_message(message)
             broker.mark()
-    return [["broker.sdk_send", sends], ["broker.sdk_receive_complete", 2 * sends]]
+    lean = 10 * scale
+    lean_send(broker, lean)  # a warm-up's worth, its own connection
+    broker.mark()
+    lean_send(broker, lean)
+    broker.mark()
+    return [["broker.sdk_send", sends], ["broker.sdk_receive_complete", 2 * sends],
+            ["broker.lean_send", lean]]
+
+
+def lean_send(broker: MarkedBroker, messages: int) -> None:
+    """bench/amqp_client.py sends `messages` on a connection of its own (its opening and closing, a few
+    thousand instructions per message at the default 1,000, are in the figure)."""
+    fields = dict(part.split("=", 1) for part in broker.namespace["connection_string"].split(";") if part)
+    url = f"amqp://127.0.0.1:{broker.namespace['amqp_port']}"
+    subprocess.run([sys.executable, str(LEAN_CLIENT), "send", "--url", url, "--address", "costs",
+                    "--user", fields["SharedAccessKeyName"], "--password", fields["SharedAccessKey"],
+                    "-n", str(messages), "--timeout", "600"], check=True, stdout=subprocess.DEVNULL)
 
 
 # --- counting -------------------------------------------------------------------------------------------
