@@ -60,14 +60,12 @@ class Deadlines:
         heap = self._lock_heap
         while heap:
             until, _, locked = heap[0]
-            first = locked[0] if locked else None
-            if first is not None and first.lock_token is not None and first.locked_until == until:
-                break  # the commonest case, checked without the scan: the top's first lock still stands
-            live = next(
-                (i for i, m in enumerate(locked) if m.lock_token is not None and m.locked_until == until),
-                None,
-            )
-            if live is not None:
+            live = 0  # the first lock still standing (a loop: no generator per purge, most stop at once)
+            for m in locked:
+                if m.lock_token is not None and m.locked_until == until:
+                    break
+                live += 1
+            if live < len(locked):
                 del locked[:live]  # settled one by one, a batch's lock entry is scanned once, not per purge
                 break
             heapq.heappop(heap)
@@ -83,10 +81,12 @@ class Deadlines:
         theap = self._ttl_heap
         while theap:
             waiting = theap[0][2]
-            live = next(
-                (i for i, m in enumerate(waiting) if m.entity is not None and m.state is ACTIVE), None
-            )
-            if live is not None:
+            live = 0  # the first message still waiting to expire (a loop: no generator per purge)
+            for m in waiting:
+                if m.entity is not None and m.state is ACTIVE:
+                    break
+                live += 1
+            if live < len(waiting):
                 del waiting[:live]  # once: repeated purges stay linear
                 break
             self._pop_expiring()

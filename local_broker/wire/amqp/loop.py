@@ -47,6 +47,7 @@ pn_transport_capacity = _LIB.pn_transport_capacity
 pn_transport_close_head = _LIB.pn_transport_close_head
 pn_transport_close_tail = _LIB.pn_transport_close_tail
 pn_transport_closed = _LIB.pn_transport_closed
+pn_transport_get_remote_idle_timeout = _LIB.pn_transport_get_remote_idle_timeout
 pn_transport_peek = _LIB.pn_transport_peek
 pn_transport_pending = _LIB.pn_transport_pending
 pn_transport_pop = _LIB.pn_transport_pop
@@ -380,10 +381,12 @@ class TransportIO:
             return
         impl = self.impl
         # Idle-timeout heartbeats the peer asked for (proton says when the next is due, in ms); first: a
-        # heartbeat due now leaves with this write.
-        deadline = pn_transport_tick(impl, int(time.time() * 1000))
-        if deadline and self.tick_at is None:
-            self._schedule_tick(deadline / 1000)
+        # heartbeat due now leaves with this write. The broker sets no idle timeout of its own, so a peer
+        # that asked for none has nothing to tick (and no clock to read).
+        if pn_transport_get_remote_idle_timeout(impl):
+            deadline = pn_transport_tick(impl, int(time.time() * 1000))
+            if deadline and self.tick_at is None:
+                self._schedule_tick(deadline / 1000)
         self._write()
         # below zero is end of stream or an error
         capacity = pn_transport_capacity(impl)
