@@ -504,11 +504,16 @@ class NamespaceEndpoint(Handler):
 
     def on_link_flow(self, event: Any) -> None:
         """A client's credit: its receiver is fed at the end of the turn. `event` is proton's C event
-        (reactor.dispatch_event): the SDKs send one flow per receive."""
+        (reactor.dispatch_event): the SDKs send one flow per receive, and proton raises one more when the
+        broker's transfers have used the credit up, which needs nothing (`Guarded`: a flow is activity only
+        when it readies a receiver)."""
         link = pn_event_link(event)
+        if pn_link_credit(link) <= 0:
+            return  # nothing to feed, nor to drain
         state: LinkState | None = compat.link_state(link)
         if state is not None and state.node is Node.RECEIVER and pn_link_state(link) & LOCAL_ACTIVE:
             self.ready.add(Link.wrap(link))
+            self.turn.activity = self.turn.rearm = True
 
     def _feed(self, link: Link) -> None:
         """Send as many messages as the link has credit for; honour drain. Read through proton's C calls

@@ -60,8 +60,10 @@ class Guarded(Handler):
 
     One bad frame must not stop the broker. proton looks handlers' methods up by name (`on_delivery`,
     ...); each lookup here yields a guarded wrapper of the inner method, made once per name and kept.
-    Every handler but `on_delivery` counts as activity that may move deadlines (`Turn`); `on_delivery`,
-    the hot path, takes proton's C event and says itself what it changed (`Turn.rearm`).
+    Every other handler counts as activity that may move deadlines (`Turn`); the hot paths' handlers take
+    proton's C event and say themselves what they changed: `on_delivery` whether deadlines may have moved
+    (`Turn.rearm`), `on_link_flow` whether it readied a receiver to feed (`Turn.activity`: the flow proton
+    raises itself once the broker has used a receiver's credit up asks for no end-of-turn work).
     """
 
     def __init__(self, inner: Any, turn: Turn) -> None:
@@ -80,16 +82,19 @@ class Guarded(Handler):
 
     def _guard(self, name: str, fn: Callable[[Any], None]) -> Callable[[Any], None]:
         turn = self.turn
-        rearm = name != "on_delivery"
+        activity = name != "on_link_flow"
+        rearm = activity and name != "on_delivery"
 
         def guarded(event: Any) -> None:
-            turn.activity = True
-            if rearm:
-                turn.rearm = True
+            if activity:
+                turn.activity = True
+                if rearm:
+                    turn.rearm = True
             try:
                 fn(event)
             except Exception:
                 log.exception("error handling %s", name)
+                turn.activity = True  # the connection closes: its handlers' events, the end of the turn
                 impl = getattr(event, "_impl", event)  # a LazyEvent, or proton's C event itself
                 connection = Connection.wrap(_LIB.pn_event_connection(impl))
                 if connection is not None and connection.state & Endpoint.LOCAL_ACTIVE:
