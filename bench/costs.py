@@ -1,6 +1,6 @@
 """Cost guard: instructions per operation of the broker's hot paths, counted by valgrind's callgrind.
 
-    python bench/costs.py [--repeat N] [--only FIGURE ...] [--json]
+    python bench/costs.py [--repeat N] [--only FIGURE ...] [--json] [--keep DIR]
     python bench/costs.py --update-baseline --why "what moved the figures and why that is right"
 
 Instruction counts do not depend on the machine's load, so unlike the other benches' rates they can guard
@@ -57,10 +57,13 @@ FIGURES = {
     "amqp.encode.python": "amqp.encode by the pure-Python codec",
     "broker.sdk_send": "broker process: one ServiceBusSender.send_messages of one 1 KB message",
     "broker.sdk_receive_complete": "broker process: one receive_messages(max_message_count=1) + complete",
+    "broker.lean_send": "broker process: one 1 KB durable message sent by bench/amqp_client.py (the lean "
+                        "client bench/amqp_compare.py compares the peers with; 1,000 awaiting their outcome)",
 }
 IN_PROCESS = ("engine.memory", "engine.sqlite", "topic.copy", "amqp.decode", "amqp.encode",
               "amqp.decode.python", "amqp.encode.python")
-BROKER = ("broker.sdk_send", "broker.sdk_receive_complete")
+BROKER = ("broker.sdk_send", "broker.sdk_receive_complete", "broker.lean_send")
+LEAN_CLIENT = ROOT / "bench" / "amqp_client.py"
 
 
 def mark() -> None:
@@ -301,7 +304,23 @@ def drive_broker(broker: MarkedBroker, scale: int) -> list[list[Any]]:
                 (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=120)
                 receiver.complete_message(message)
             broker.mark()
-    return [["broker.sdk_send", sends], ["broker.sdk_receive_complete", 2 * sends]]
+    lean = 10 * scale
+    lean_send(broker, lean)  # a warm-up's worth, its own connection
+    broker.mark()
+    lean_send(broker, lean)
+    broker.mark()
+    return [["broker.sdk_send", sends], ["broker.sdk_receive_complete", 2 * sends],
+            ["broker.lean_send", lean]]
+
+
+def lean_send(broker: MarkedBroker, messages: int) -> None:
+    """bench/amqp_client.py sends `messages` on a connection of its own (its opening and closing, a few
+    thousand instructions per message at the default 1,000, are in the figure)."""
+    fields = dict(part.split("=", 1) for part in broker.namespace["connection_string"].split(";") if part)
+    url = f"amqp://127.0.0.1:{broker.namespace['amqp_port']}"
+    subprocess.run([sys.executable, str(LEAN_CLIENT), "send", "--url", url, "--address", "costs",
+                    "--user", fields["SharedAccessKeyName"], "--password", fields["SharedAccessKey"],
+                    "-n", str(messages), "--timeout", "600"], check=True, stdout=subprocess.DEVNULL)
 
 
 # --- counting -------------------------------------------------------------------------------------------
@@ -333,7 +352,17 @@ def per_operation(done: list[list[Any]], counts: list[int]) -> dict[str, float]:
     return {name: counts[2 * i + 1] / operations for i, (name, operations) in enumerate(done)}
 
 
-def measure_in_process(names: list[str], scale: int) -> dict[str, float]:
+def kept(out: Path, keep: Path | None, prefix: str) -> None:
+    """Copies callgrind's dumps to `keep` (for callgrind_annotate); the dump after a workload's start mark
+    (`<prefix>.N`, N even) is that workload's measured operations."""
+    if keep is None:
+        return
+    keep.mkdir(parents=True, exist_ok=True)
+    for dump in out.parent.glob(f"{out.name}.*"):
+        shutil.copy(dump, keep / dump.name.replace(out.name, prefix, 1))
+
+
+def measure_in_process(names: list[str], scale: int, keep: Path | None = None) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="sbfed-costs-") as tmp:
         out = Path(tmp) / "callgrind.out"
         done = subprocess.run([*callgrind_command(out), sys.executable, __file__, "--workloads", *names,
@@ -341,10 +370,11 @@ def measure_in_process(names: list[str], scale: int) -> dict[str, float]:
                               env={**os.environ, "PYTHONHASHSEED": "0"})
         if done.returncode != 0:
             raise SystemExit(f"the workloads failed under callgrind:\n{done.stdout}{done.stderr[-4000:]}")
+        kept(out, keep, "in-process")
         return per_operation(json.loads(done.stdout.strip().splitlines()[-1]), dumped_counts(out))
 
 
-def measure_broker(scale: int) -> dict[str, float]:
+def measure_broker(scale: int, keep: Path | None = None) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="sbfed-costs-") as tmp:
         out = Path(tmp) / "callgrind.out"
         broker = MarkedBroker(Path(tmp), callgrind_command(out))
@@ -352,16 +382,17 @@ def measure_broker(scale: int) -> dict[str, float]:
             done = drive_broker(broker, scale)
         finally:
             broker.stop()
+        kept(out, keep, "broker")
         return per_operation(done, dumped_counts(out))
 
 
-def measure(names: list[str], scale: int) -> dict[str, float]:
+def measure(names: list[str], scale: int, keep: Path | None = None) -> dict[str, float]:
     figures: dict[str, float] = {}
     inside = [name for name in names if name in IN_PROCESS]
     if inside:
-        figures.update(measure_in_process(inside, scale))
+        figures.update(measure_in_process(inside, scale, keep))
     if any(name in BROKER for name in names):
-        figures.update({k: v for k, v in measure_broker(scale).items() if k in names})
+        figures.update({k: v for k, v in measure_broker(scale, keep).items() if k in names})
     return {name: round(figures[name]) for name in names}
 
 
@@ -423,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="measure N times and print the spread")
     parser.add_argument("--scale", type=int, default=100, help="operations per workload, in hundreds")
     parser.add_argument("--json", action="store_true", help="the figures as one JSON line at the end")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep callgrind's dumps in DIR (broker.N, in-process.N; read them with "
+                             "callgrind_annotate)")
     parser.add_argument("--update-baseline", action="store_true")
     parser.add_argument("--why", help="with --update-baseline: what moved the figures, recorded in the file")
     parser.add_argument("--workloads", nargs="+", help=argparse.SUPPRESS)  # child mode, under callgrind
@@ -432,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.update_baseline and not args.why:
         parser.error("--update-baseline needs --why: the baseline moves only with a reason")
-    runs = [measure(args.only, args.scale) for _ in range(args.repeat)]
+    runs = [measure(args.only, args.scale, args.keep) for _ in range(args.repeat)]
     baseline = load_baseline() if BASELINE.exists() else None
     print(f"instructions per operation (callgrind), {interpreter()}, {codec()} AMQP codec")
     for name in args.only:

@@ -60,11 +60,12 @@ class Deadlines:
         heap = self._lock_heap
         while heap:
             until, _, locked = heap[0]
-            live = next(
-                (i for i, m in enumerate(locked) if m.lock_token is not None and m.locked_until == until),
-                None,
-            )
-            if live is not None:
+            live = 0  # the first lock still standing (a loop: no generator per purge, most stop at once)
+            for m in locked:
+                if m.lock_token is not None and m.locked_until == until:
+                    break
+                live += 1
+            if live < len(locked):
                 del locked[:live]  # settled one by one, a batch's lock entry is scanned once, not per purge
                 break
             heapq.heappop(heap)
@@ -80,10 +81,12 @@ class Deadlines:
         theap = self._ttl_heap
         while theap:
             waiting = theap[0][2]
-            live = next(
-                (i for i, m in enumerate(waiting) if m.entity is not None and m.state is ACTIVE), None
-            )
-            if live is not None:
+            live = 0  # the first message still waiting to expire (a loop: no generator per purge)
+            for m in waiting:
+                if m.entity is not None and m.state is ACTIVE:
+                    break
+                live += 1
+            if live < len(waiting):
                 del waiting[:live]  # once: repeated purges stay linear
                 break
             self._pop_expiring()
@@ -100,20 +103,12 @@ class Deadlines:
     def next_deadline(self) -> float | None:
         """When `tick()` next has something to do (epoch seconds), or None."""
         self._purge_stale()
-        tops = [
-            heap[0][0]
-            for heap in (
-                self._lock_heap,
-                self._session_heap,
-                self._ttl_heap,
-                self._lazy_heap,
-                self._schedule_heap,
-                self._dedup_heap,
-                self._idle_heap,
-            )
-            if heap
-        ]
-        return min(tops) if tops else None
+        soonest = None
+        for heap in (self._lock_heap, self._session_heap, self._ttl_heap, self._lazy_heap,
+                     self._schedule_heap, self._dedup_heap, self._idle_heap):
+            if heap and (soonest is None or heap[0][0] < soonest):
+                soonest = heap[0][0]
+        return soonest
 
     def tick(self) -> None:
         """Process everything due at the clock's now."""

@@ -177,9 +177,14 @@ class Namespace(
     # --- addressing -----------------------------------------------------------------------------
 
     def _lookup(self, path: str) -> Any:
-        target = self._addresses.get(path.strip("/").lower())
+        addresses = self._addresses
+        # a canonical key as given (a link's entity, on every send and settlement) needs no normalizing:
+        # keys are lower-case and never start or end with "/" (validation.py's name rules)
+        target = addresses.get(path)
         if target is None:
-            raise EntityNotFoundError.for_path(path)
+            target = addresses.get(path.strip("/").lower())
+            if target is None:
+                raise EntityNotFoundError.for_path(path)
         return target
 
     def resolve(self, path: str) -> str:

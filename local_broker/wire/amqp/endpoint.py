@@ -40,6 +40,23 @@ from local_broker.wire.amqp.reactor import BrokerDelivery, EngineThread
 from local_broker.wire.amqp.tally import Histogram, Requests
 
 _LIB = compat.LIB
+# proton's C calls, bound once: reading one from cffi's lib object costs ~225 instructions a time
+pn_decref = _LIB.pn_decref
+pn_delivery_partial = _LIB.pn_delivery_partial
+pn_delivery_readable = _LIB.pn_delivery_readable
+pn_delivery_remote_state = _LIB.pn_delivery_remote_state
+pn_delivery_settle = _LIB.pn_delivery_settle
+pn_delivery_settled = _LIB.pn_delivery_settled
+pn_event_delivery = _LIB.pn_event_delivery
+pn_event_link = _LIB.pn_event_link
+pn_incref = _LIB.pn_incref
+pn_link_credit = _LIB.pn_link_credit
+pn_link_drained = _LIB.pn_link_drained
+pn_link_flow = _LIB.pn_link_flow
+pn_link_get_drain = _LIB.pn_link_get_drain
+pn_link_is_sender = _LIB.pn_link_is_sender
+pn_link_state = _LIB.pn_link_state
+LOCAL_ACTIVE = Endpoint.LOCAL_ACTIVE
 
 log = logging.getLogger("local_broker.amqp")
 
@@ -485,18 +502,27 @@ class NamespaceEndpoint(Handler):
                           error=exc.description)
             state.session = None  # the lock names this state its owner: no cycle is left to collect
 
-    def on_link_flow(self, event) -> None:
-        link = event.link
-        state = getattr(link, "sb", None)
-        if state is not None and state.node is Node.RECEIVER and link.state & Endpoint.LOCAL_ACTIVE:
-            self.ready.add(link)
+    def on_link_flow(self, event: Any) -> None:
+        """A client's credit: its receiver is fed at the end of the turn. `event` is proton's C event
+        (reactor.dispatch_event): the SDKs send one flow per receive, and proton raises one more when the
+        broker's transfers have used the credit up, which needs nothing (`Guarded`: a flow is activity only
+        when it readies a receiver)."""
+        link = pn_event_link(event)
+        if pn_link_credit(link) <= 0:
+            return  # nothing to feed, nor to drain
+        state: LinkState | None = compat.link_state(link)
+        if state is not None and state.node is Node.RECEIVER and pn_link_state(link) & LOCAL_ACTIVE:
+            self.ready.add(Link.wrap(link))
+            self.turn.activity = self.turn.rearm = True
 
     def _feed(self, link: Link) -> None:
-        """Send as many messages as the link has credit for; honour drain."""
-        state: LinkState | None = getattr(link, "sb", None)
-        if state is None or not link.state & Endpoint.LOCAL_ACTIVE or state.node is not Node.RECEIVER:
+        """Send as many messages as the link has credit for; honour drain. Read through proton's C calls
+        (the wrapper's properties and attribute lookups cost more than the calls themselves)."""
+        impl = link._impl
+        state: LinkState | None = link._attrs.get("sb")
+        if state is None or not pn_link_state(impl) & LOCAL_ACTIVE or state.node is not Node.RECEIVER:
             return
-        credit = link.credit
+        credit = pn_link_credit(impl)
         if credit > 0:
             try:
                 batch = self.ns.receive(state.path, credit, state.mode, session=state.session)
@@ -513,8 +539,8 @@ class NamespaceEndpoint(Handler):
                 else:
                     state.tag_counter += 1
                     compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=True)
-        if link.drain_mode and link.credit > 0:
-            link.drained()
+        if pn_link_get_drain(impl) and pn_link_credit(impl) > 0:
+            pn_link_drained(impl)
 
     def _detach(self, link: Link, exc: BrokerError) -> None:
         self._forget_link(link)
@@ -527,23 +553,23 @@ class NamespaceEndpoint(Handler):
         event (reactor.dispatch_event). The hot paths (a send, a settlement) run on proton's C objects: no
         Python wrapper for the event, the delivery or the link. A complete (the commonest settlement)
         only removes deadlines; everything else may bring one nearer (`Turn.rearm`)."""
-        delivery = _LIB.pn_event_delivery(event)
-        link = _LIB.pn_event_link(event)
+        delivery = pn_event_delivery(event)
+        link = pn_event_link(event)
         state: LinkState | None = compat.link_state(link)
-        if _LIB.pn_link_is_sender(link):
+        if pn_link_is_sender(link):
             self._on_disposition(delivery, state)
             return
         self.turn.rearm = True
-        if _LIB.pn_delivery_partial(delivery) or not _LIB.pn_delivery_readable(delivery):
+        if pn_delivery_partial(delivery) or not pn_delivery_readable(delivery):
             return
         payload = compat.receive(link, delivery)
         message_format = 0 if state is None else state.connection.transfer_formats.take(link, delivery)
         if state is not None and state.connection.closing:
             return  # the broker closed this connection (e.g. fault injection): it takes nothing more
 
-        credit = _LIB.pn_link_credit(link)
-        if credit < INCOMING_CREDIT // 2 and _LIB.pn_link_state(link) & Endpoint.LOCAL_ACTIVE:
-            _LIB.pn_link_flow(link, INCOMING_CREDIT - credit)
+        credit = pn_link_credit(link)
+        if credit < INCOMING_CREDIT // 2 and pn_link_state(link) & Endpoint.LOCAL_ACTIVE:
+            pn_link_flow(link, INCOMING_CREDIT - credit)
         if state is None:
             compat.reject(delivery, "amqp:not-allowed", "The link is not attached to an entity.")
         elif state.node is Node.SENDER:
@@ -566,10 +592,10 @@ class NamespaceEndpoint(Handler):
             self._log_refusal("send-rejected", state, exc)
             return
         self.new_data = True
-        if _LIB.pn_delivery_settled(delivery):
-            _LIB.pn_delivery_settle(delivery)
+        if pn_delivery_settled(delivery):
+            pn_delivery_settle(delivery)
         else:
-            _LIB.pn_incref(delivery)  # the connection may be freed before the commit
+            pn_incref(delivery)  # the connection may be freed before the commit
             self.accepts.append(delivery)
 
     def _log_refusal(self, event: str, state: LinkState, exc: BrokerError) -> None:
@@ -645,15 +671,15 @@ class NamespaceEndpoint(Handler):
     def _on_disposition(self, delivery: Any, state: LinkState | None) -> None:
         """The client settled (or set the outcome of) a delivery the broker sent; `delivery` is proton's C
         object. The outcome is applied to the engine and echoed after the commit."""
-        outcome = _LIB.pn_delivery_remote_state(delivery)
-        settled = _LIB.pn_delivery_settled(delivery)
+        outcome = pn_delivery_remote_state(delivery)
+        settled = pn_delivery_settled(delivery)
         if state is None or state.node is not Node.RECEIVER:  # replies on $cbs / $management links
             if outcome or settled:
-                _LIB.pn_delivery_settle(delivery)
+                pn_delivery_settle(delivery)
             return
         if not outcome:
             if settled:  # settled without an outcome: nothing to apply
-                _LIB.pn_delivery_settle(delivery)
+                pn_delivery_settle(delivery)
             return
         self.requests.incoming += 1
         token = messages.lock_token_of(compat.delivery_tag(delivery))
@@ -678,20 +704,20 @@ class NamespaceEndpoint(Handler):
                 reason, description, changes = _dead_letter_info(condition)
                 self.ns.dead_letter(state.path, [token], reason, description, changes, session_id=session_id)
             else:
-                _LIB.pn_delivery_settle(delivery)
+                pn_delivery_settle(delivery)
                 return
         except BrokerError as exc:
             self.requests.failed(exc)
             if settled:
-                _LIB.pn_delivery_settle(delivery)
+                pn_delivery_settle(delivery)
             else:
                 compat.reject(delivery, exc.amqp_condition, exc.description)
             self._log_refusal("settlement-rejected", state, exc)
             return
         if settled:
-            _LIB.pn_delivery_settle(delivery)
+            pn_delivery_settle(delivery)
         else:
-            _LIB.pn_incref(delivery)  # the connection may be freed before the commit
+            pn_incref(delivery)  # the connection may be freed before the commit
             self.echoes.append(delivery)
 
 
@@ -709,14 +735,14 @@ def _answer(deliveries: list[Any], answer: Callable[[Any], None], latency: Histo
     """Answer the turn's sends (or settlements), and count how long they waited since the loop read them."""
     for delivery in deliveries:
         answer(delivery)
-        _LIB.pn_decref(delivery)
+        pn_decref(delivery)
     latency.observe(time.perf_counter() - started, len(deliveries))
 
 
 def _refuse(deliveries: list[Any], exc: BrokerError) -> None:
     for delivery in deliveries:
         compat.reject(delivery, exc.amqp_condition, exc.description)
-        _LIB.pn_decref(delivery)
+        pn_decref(delivery)
 
 
 def _reply_link(request: Link, reply_to: str | None) -> Link | None:

@@ -38,6 +38,21 @@ MAX_WRITE = 256 * 1024  # bytes handed to a socket per write (the rest waits for
 MIN_COMPACTION = 64  # cancelled timers the heap may hold before it is rebuilt without them
 MAX_WAIT = 3600.0  # seconds: the longest single poll (epoll's timeout overflows near 1e9 s)
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
+# proton's C calls, bound once: reading one from cffi's lib object costs ~225 instructions a time
+pn_collector_peek = _LIB.pn_collector_peek
+pn_collector_pop = _LIB.pn_collector_pop
+pn_event_transport = _LIB.pn_event_transport
+pn_event_type = _LIB.pn_event_type
+pn_transport_capacity = _LIB.pn_transport_capacity
+pn_transport_close_head = _LIB.pn_transport_close_head
+pn_transport_close_tail = _LIB.pn_transport_close_tail
+pn_transport_closed = _LIB.pn_transport_closed
+pn_transport_get_remote_idle_timeout = _LIB.pn_transport_get_remote_idle_timeout
+pn_transport_peek = _LIB.pn_transport_peek
+pn_transport_pending = _LIB.pn_transport_pending
+pn_transport_pop = _LIB.pn_transport_pop
+pn_transport_push = _LIB.pn_transport_push
+pn_transport_tick = _LIB.pn_transport_tick
 _NULL = _FFI.NULL
 _TRANSPORT_CLOSED = Event.TRANSPORT_CLOSED.number
 _DELIVERY = Event.DELIVERY.number
@@ -233,7 +248,7 @@ class Loop:
             touched, self.touched = self.touched, set()
             for io in touched:
                 io.flush()
-            if _LIB.pn_collector_peek(self.collector._impl) == _NULL:
+            if pn_collector_peek(self.collector._impl) == _NULL:
                 return
 
     def _dispatch(self) -> None:
@@ -244,14 +259,14 @@ class Loop:
         touched = self.touched
         dispatch = self.dispatch
         handled = self.handled
-        peek, pop = _LIB.pn_collector_peek, _LIB.pn_collector_pop
+        peek, pop = pn_collector_peek, pn_collector_pop
         event = peek(impl)
         while event != _NULL:
-            number = _LIB.pn_event_type(event)
+            number = pn_event_type(event)
             if handled(number):
                 dispatch(event, number)
             if number != _DELIVERY:
-                transport = _LIB.pn_event_transport(event)
+                transport = pn_event_transport(event)
                 if transport != _NULL:
                     io = by_transport.get(transport)
                     if io is not None:
@@ -319,7 +334,7 @@ class TransportIO:
         impl, recv = self.impl, self.sock.recv
         total = 0
         while total < MAX_READ:
-            capacity = _LIB.pn_transport_capacity(impl)
+            capacity = pn_transport_capacity(impl)
             if capacity <= 0:
                 return
             try:
@@ -327,16 +342,16 @@ class TransportIO:
             except BlockingIOError:
                 return
             except OSError:
-                _LIB.pn_transport_close_tail(impl)
+                pn_transport_close_tail(impl)
                 return
             size = len(chunk)
             if not size:
-                _LIB.pn_transport_close_tail(impl)
+                pn_transport_close_tail(impl)
                 return
             frames = self.formats.feed(chunk)
             while frames:  # proton takes no more than its capacity: a frame start held back from the last
                 # read, or a renumbered frame grown by a few bytes, may not fit at once
-                pushed = _LIB.pn_transport_push(impl, frames, len(frames))
+                pushed = pn_transport_push(impl, frames, len(frames))
                 if pushed <= 0:  # its tail is closed: proton has recorded why
                     return
                 frames = frames[pushed:]
@@ -346,18 +361,18 @@ class TransportIO:
 
     def _write(self) -> None:
         impl = self.impl
-        pending = _LIB.pn_transport_pending(impl)
+        pending = pn_transport_pending(impl)
         if pending > 0:
             out = self.loop.out
-            size = _LIB.pn_transport_peek(impl, out, min(pending, MAX_WRITE))
+            size = pn_transport_peek(impl, out, min(pending, MAX_WRITE))
             try:
                 sent = self.sock.send(_FFI.buffer(out, size))
             except BlockingIOError:
                 return  # the socket's buffer is full: the poll says when it takes more
             except OSError:
-                _LIB.pn_transport_close_head(impl)
+                pn_transport_close_head(impl)
                 return
-            _LIB.pn_transport_pop(impl, sent)
+            pn_transport_pop(impl, sent)
 
     def flush(self) -> None:
         """At the end of a turn: write what the transport has, close it if it is done, then watch the socket
@@ -366,18 +381,20 @@ class TransportIO:
             return
         impl = self.impl
         # Idle-timeout heartbeats the peer asked for (proton says when the next is due, in ms); first: a
-        # heartbeat due now leaves with this write.
-        deadline = _LIB.pn_transport_tick(impl, int(time.time() * 1000))
-        if deadline and self.tick_at is None:
-            self._schedule_tick(deadline / 1000)
+        # heartbeat due now leaves with this write. The broker sets no idle timeout of its own, so a peer
+        # that asked for none has nothing to tick (and no clock to read).
+        if pn_transport_get_remote_idle_timeout(impl):
+            deadline = pn_transport_tick(impl, int(time.time() * 1000))
+            if deadline and self.tick_at is None:
+                self._schedule_tick(deadline / 1000)
         self._write()
         # below zero is end of stream or an error
-        capacity = _LIB.pn_transport_capacity(impl)
-        pending = _LIB.pn_transport_pending(impl)
+        capacity = pn_transport_capacity(impl)
+        pending = pn_transport_pending(impl)
         if capacity < 0 and pending <= 0:
             if pending == 0:  # input over, nothing to say: the peer is gone (see the module docstring)
-                _LIB.pn_transport_close_head(impl)
-            if _LIB.pn_transport_closed(impl):  # its TRANSPORT_CLOSED event closes the socket
+                pn_transport_close_head(impl)
+            if pn_transport_closed(impl):  # its TRANSPORT_CLOSED event closes the socket
                 self.loop.touched.add(self)
                 return
         self.watch((READ if capacity > 0 else 0) | (WRITE if pending > 0 else 0))

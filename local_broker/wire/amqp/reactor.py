@@ -36,7 +36,11 @@ from local_broker.wire.amqp.loop import Loop, Turn
 
 log = logging.getLogger("local_broker.amqp")
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
-_DELIVERY = Event.DELIVERY.number
+# proton's C calls of dispatch_event, bound once: reading one from cffi's lib object costs ~225 instructions
+pn_connection_attachments = _LIB.pn_connection_attachments
+pn_event_connection = _LIB.pn_event_connection
+pn_record_get_py = _LIB.pn_record_get_py
+_RAW_EVENTS = frozenset((Event.DELIVERY.number, Event.LINK_FLOW.number))  # handed over as C events
 T = TypeVar("T")
 
 
@@ -56,8 +60,10 @@ class Guarded(Handler):
 
     One bad frame must not stop the broker. proton looks handlers' methods up by name (`on_delivery`,
     ...); each lookup here yields a guarded wrapper of the inner method, made once per name and kept.
-    Every handler but `on_delivery` counts as activity that may move deadlines (`Turn`); `on_delivery`,
-    the hot path, takes proton's C event and says itself what it changed (`Turn.rearm`).
+    Every other handler counts as activity that may move deadlines (`Turn`); the hot paths' handlers take
+    proton's C event and say themselves what they changed: `on_delivery` whether deadlines may have moved
+    (`Turn.rearm`), `on_link_flow` whether it readied a receiver to feed (`Turn.activity`: the flow proton
+    raises itself once the broker has used a receiver's credit up asks for no end-of-turn work).
     """
 
     def __init__(self, inner: Any, turn: Turn) -> None:
@@ -76,16 +82,19 @@ class Guarded(Handler):
 
     def _guard(self, name: str, fn: Callable[[Any], None]) -> Callable[[Any], None]:
         turn = self.turn
-        rearm = name != "on_delivery"
+        activity = name != "on_link_flow"
+        rearm = activity and name != "on_delivery"
 
         def guarded(event: Any) -> None:
-            turn.activity = True
-            if rearm:
-                turn.rearm = True
+            if activity:
+                turn.activity = True
+                if rearm:
+                    turn.rearm = True
             try:
                 fn(event)
             except Exception:
                 log.exception("error handling %s", name)
+                turn.activity = True  # the connection closes: its handlers' events, the end of the turn
                 impl = getattr(event, "_impl", event)  # a LazyEvent, or proton's C event itself
                 connection = Connection.wrap(_LIB.pn_event_connection(impl))
                 if connection is not None and connection.state & Endpoint.LOCAL_ACTIVE:
@@ -168,11 +177,12 @@ def dispatch_event(impl: Any, number: int) -> None:
     The broker sets handlers on connections only (sasl.py), so the link's and session's records are not
     searched; the handler is read from the connection's C record (no Python wrapper), and an event no
     handler method wants (most are transport and local-state events) costs no Python event object.
-    A delivery event, the hot path, is handed over as proton's C event (no Python event object at all)."""
-    connection = _LIB.pn_event_connection(impl)
+    The hot paths' events, a delivery and a link's flow (a receiver's credit: one per receive for the
+    SDKs), are handed over as proton's C event (no Python event object at all)."""
+    connection = pn_event_connection(impl)
     if connection == _FFI.NULL:
         return
-    record = _LIB.pn_record_get_py(_LIB.pn_connection_attachments(connection))
+    record = pn_record_get_py(pn_connection_attachments(connection))
     if record == _FFI.NULL:
         return
     handler = _FFI.from_handle(record).get("_handler")
@@ -180,7 +190,7 @@ def dispatch_event(impl: Any, number: int) -> None:
         return
     method = getattr(handler, EventType.TYPES[number].method, None)
     if method is not None:
-        method(impl if number == _DELIVERY else LazyEvent(impl, number))
+        method(impl if number in _RAW_EVENTS else LazyEvent(impl, number))
 
 
 class BrokerDelivery(Delivery):
@@ -381,10 +391,13 @@ class EngineThread:
             participant.tick()
 
     def _schedule_tick(self) -> None:
-        deadlines = [d for d in (p.next_deadline() for p in self.participants) if d is not None]
-        if not deadlines:
+        when = None
+        for participant in self.participants:
+            deadline = participant.next_deadline()
+            if deadline is not None and (when is None or deadline < when):
+                when = deadline
+        if when is None:
             return
-        when = min(deadlines)
         if self.timer_at is not None and self.timer_at <= when:
             return
         self.timer_at = when
