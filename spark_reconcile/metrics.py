@@ -271,7 +271,11 @@ _PARTITIONS = 1 << 16  # a partition id is the top 16 bits of a signed 64-bit se
 def _walk_code(names: dict[str, list[str]]) -> Column:
     """(target, origin, entity, partition) as one long: each name's 1-based position in `names` (0: NULL)
     in mixed radix, then the partition offset to be non-negative. Fits 63 bits while (targets + 1) x
-    (origins + 1) x (entities + 1) < 2^47."""
+    (origins + 1) x (entities + 1) < 2^47; beyond that the job stops rather than mix walks up."""
+    combinations = math.prod(len(names[k]) + 1 for k in ("target", "origin", "entity"))
+    if combinations * _PARTITIONS >= 1 << 63:
+        raise ValueError(f"{combinations:,} (target, origin, entity) combinations are more than the "
+                         "out-of-order walk's 63-bit key holds")
     code = F.lit(0).cast("long")
     for k in ("target", "origin", "entity"):
         position = F.coalesce(F.array_position(F.array(*[F.lit(n) for n in names[k]]), F.col(k)), F.lit(0))

@@ -145,3 +145,9 @@ def test_replica_ttl_turns_old_gaps_into_expired(spark, planted):
     assert totals["missing"] == 0
     assert totals["expired"] == truth.count("expired") + truth.count("missing")
     assert totals["pending"] == truth.count("pending")
+
+
+def test_the_walk_code_refuses_more_walks_than_its_key_holds():
+    names = {k: [f"{k}-{i}" for i in range(60_000)] for k in ("target", "origin", "entity")}
+    with pytest.raises(ValueError, match="more than the out-of-order walk's 63-bit key holds"):
+        metrics._walk_code(names)
