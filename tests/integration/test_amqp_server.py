@@ -140,8 +140,9 @@ def test_namespace_down_drop_ends_the_receivers_of_a_client_that_has_not_read_th
         hosted = server.namespaces["drill"]
         with ServiceBusClient.from_connection_string(hosted.connection_string, retry_total=0) as busy:
             stale = busy.get_queue_receiver("q", prefetch_count=10)
-            # attached with credit, then never read again
-            assert stale.receive_messages(max_message_count=1, max_wait_time=0.5) == []
+            # attached with credit, then never read again; the SDK's link-open deadline is the receive's wait,
+            # and opening reads one frame per 50 ms poll (~0.5 s for a new connection's nine frames)
+            assert stale.receive_messages(max_message_count=1, max_wait_time=3) == []
             hosted.faults.set({"namespace_down": "drop"})
             hosted.faults.set({"namespace_down": None})
             round_trip(hosted.connection_string, "q", "after", wait=5)
