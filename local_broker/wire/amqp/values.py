@@ -254,10 +254,9 @@ def encode_as_is(value: Any) -> bytes | None:
 
 
 def encode_value(value: Any) -> bytes:
-    if _native is not None:
-        encoded = _native.encode_value(value)
-        if encoded is not NotImplemented:
-            return encoded
+    encoded = encode_as_is(value)
+    if encoded is not None:
+        return encoded
     out: list[bytes] = []
     _write(value, out)
     return b"".join(out)
