@@ -50,7 +50,7 @@ from local_broker.engine.message import Message, MessageContent, MessageState
 from local_broker.store.base import ChangeSet, StoredState
 from local_broker.store.codec import decode_properties, dumps, encode_properties, loads
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 RESERVE_BYTES = 8 * 1024 * 1024
 ROOM_CHECK_SECONDS = 0.5  # how stale the free-space reading may be
 FOLD_SETTLED = 4096  # settled message ids the log holds before they are deleted from the database
@@ -90,9 +90,11 @@ _PAYLOADS_TABLE = "CREATE TABLE payloads (id INTEGER PRIMARY KEY, data TEXT NOT 
 _MESSAGE_TABLES = (
     # One row per message in a sub-queue. `record` (JSON) holds its own state: [delivery count, state,
     # locked until, lock token (hex), enqueued time, expires at (null: never), size, application properties
-    # (null: its content's), content]. The content is in the row itself (`content` as a payload's `data`,
-    # `body`) when no other message shares it (a queue's messages: one row per send); else `payload`
-    # references the content stored once for all the copies of a topic message (`content` null).
+    # (null: its content's), content]; its times are integer microseconds since schema 7 (floats before,
+    # still read: writing a float's shortest repr cost more than the rest of the record). The content is in
+    # the row itself (`content` as a payload's `data`, `body`) when no other message shares it (a queue's
+    # messages: one row per send); else `payload` references the content stored once for all the copies of
+    # a topic message (`content` null).
     # Few columns: each one bound costs the hot path more than its part of one JSON text. `size` (the
     # record's) and `plain` (1: the record says active and unlocked, so a paged sub-queue may leave the
     # message on disk) are read by the index alone: a restart counts and sizes a backlog without reading
@@ -121,9 +123,15 @@ _MESSAGE_TABLES = (
             AND NOT EXISTS (SELECT 1 FROM messages WHERE payload = OLD.payload)
        BEGIN DELETE FROM payloads WHERE id = OLD.payload; END""",
 )
-_INSERT_MESSAGE = "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# New rows name the columns they bind: a row holding its content leaves `payload` to its default (NULL), a
+# copy `body`. sqlite3 binds an exact int, float, str or bytearray directly and adapts anything else (a None,
+# a bytes, a bool: ~3,000 instructions each), so the body goes as a bytearray and `plain` as an int.
+_INSERT_OWN = (
+    "INSERT INTO messages (uid, owner, sub, seq, record, body, size, plain) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_COPY = _INSERT_OWN.replace("body", "payload")
 _PUT_MESSAGE = (
-    _INSERT_MESSAGE + " ON CONFLICT (uid) DO UPDATE SET "
+    "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO UPDATE SET "
     + ", ".join(f"{name} = excluded.{name}"
                 for name in ("owner", "sub", "seq", "record", "payload", "body", "size", "plain"))
 )
@@ -168,10 +176,17 @@ def _content(c: MessageContent, properties: dict[str, Any]) -> list[Any]:
 
 def _record(delivery_count: int, state: int, locked_until: float | None, lock_token: bytes | None,
             enqueued_time: float, expires_at: float | None, size: int, properties: Any, content: Any) -> str:
-    """A message row's `record` (see the table)."""
+    """A message row's `record` (see the table): its times in integer microseconds."""
     token = None if lock_token is None else lock_token.hex()
-    return dumps([delivery_count, state, locked_until, token, enqueued_time, expires_at, size, properties,
+    locked = None if locked_until is None else round(locked_until * 1e6)
+    expires = None if expires_at is None else round(expires_at * 1e6)
+    return dumps([delivery_count, state, locked, token, round(enqueued_time * 1e6), expires, size, properties,
                   content])
+
+
+def _seconds(time: int | float | None) -> float | None:
+    """A record's time: integer microseconds (schema 7), or seconds as a float (rows written before)."""
+    return time / 1e6 if type(time) is int else time
 
 
 def _payload_data(c: MessageContent, properties: dict[str, Any]) -> str:
@@ -243,6 +258,7 @@ def _stamped(m: Message, uid: int, seq: int, record: list[Any], state: list[Any]
     if state is not None:
         delivery_count, message_state, locked_until, lock_token = state
     else:
+        locked_until = _seconds(locked_until)
         lock_token = None if token is None else bytes.fromhex(token)
     m.uid = uid
     m.sequence_number = seq
@@ -250,8 +266,8 @@ def _stamped(m: Message, uid: int, seq: int, record: list[Any], state: list[Any]
     m.state = _STATES[message_state]
     m.locked_until = locked_until
     m.lock_token = None if lock_token is None else uuid.UUID(bytes=lock_token)
-    m.enqueued_time = enqueued_time
-    m.expires_at = math.inf if expires is None else expires
+    m.enqueued_time = _seconds(enqueued_time)
+    m.expires_at = math.inf if expires is None else _seconds(expires)
     m.size = size
     m.application_properties = (
         m.content.payload_properties if properties is None else decode_properties(properties)
@@ -340,12 +356,21 @@ def _migrate_from_5(db: sqlite3.Connection) -> None:
     db.execute("BEGIN")
     db.execute(_FOLDED_TABLE)
     db.execute("INSERT INTO folded VALUES (1, 0)")
-    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+    db.execute("UPDATE schema_version SET version = 6")
     db.execute("COMMIT")
 
 
+def _migrate_from_6(db: sqlite3.Connection) -> None:
+    """Schema 7 writes a record's times as integer microseconds; the rows written before keep their float
+    seconds (read as such: see _seconds), so only the version moves, and a broker that reads floats alone
+    refuses the file instead of misreading its new rows."""
+    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+
 # Each takes a store of its version to the next one it names (schemas 2-4 straight to 5).
-_MIGRATIONS = {2: _migrate_from_2, 3: _migrate_from_3, 4: _migrate_from_4, 5: _migrate_from_5}
+_MIGRATIONS = {
+    2: _migrate_from_2, 3: _migrate_from_3, 4: _migrate_from_4, 5: _migrate_from_5, 6: _migrate_from_6,
+}
 
 
 class SqliteStore:
@@ -613,7 +638,7 @@ class SqliteStore:
         db = self._db
         stored: dict[MessageContent, tuple[int, Any]] = {}
         kept: dict[int, tuple[MessageContent, Any]] = {}  # payloads stored by an earlier commit
-        new_rows, rewritten = [], []
+        own_rows, copy_rows, rewritten = [], [], []
         inf = math.inf
         for owner, sub, m in puts:
             c = m.content
@@ -638,14 +663,22 @@ class SqliteStore:
             record = _record(m.delivery_count, m.state, m.locked_until,
                              None if token is None else token.bytes, m.enqueued_time,
                              None if expires == inf else expires, m.size, own_properties, content)
-            row = (m.uid, owner, sub, m.sequence_number, record, payload or None, body, m.size,
-                   m.state == 0 and token is None)
-            (rewritten if m.persisted else new_rows).append(row)
+            uid, seq, size = m.uid, m.sequence_number, m.size
+            plain = 1 if m.state == 0 and token is None else 0
+            if m.persisted:
+                rewritten.append((uid, owner, sub, seq, record, payload or None, body, size, plain))
+            elif body is not None:
+                own_rows.append((uid, owner, sub, seq, record, bytearray(body), size, plain))
+            else:
+                copy_rows.append((uid, owner, sub, seq, record, payload, size, plain))
         if stored:
-            rows = [(payload, _payload_data(c, props), c.body) for c, (payload, props) in stored.items()]
+            rows = [(payload, _payload_data(c, props), bytearray(c.body))
+                    for c, (payload, props) in stored.items()]
             db.executemany("INSERT INTO payloads VALUES (?, ?, ?)", rows)
-        if new_rows:
-            db.executemany(_INSERT_MESSAGE, new_rows)
+        if own_rows:
+            db.executemany(_INSERT_OWN, own_rows)
+        if copy_rows:
+            db.executemany(_INSERT_COPY, copy_rows)
         if rewritten:  # a full row carries the current state: drop older overrides
             db.executemany(_PUT_MESSAGE, rewritten)
             db.executemany("DELETE FROM message_states WHERE uid = ?", [(row[0],) for row in rewritten])

@@ -207,7 +207,7 @@ def test_a_full_lock_log_is_written_to_the_database(tmp_path: Path, monkeypatch:
 def test_the_record_layout_is_fixed() -> None:
     """The log's format is part of the store's schema: a change needs a new SCHEMA_VERSION."""
     assert store_module._LOCK.size + store_module._CHECK.size == LOCK_RECORD
-    assert store_module._LOCK.format == "<qqiBBd16s" and store_module.SCHEMA_VERSION == 6
+    assert store_module._LOCK.format == "<qqiBBd16s" and store_module.SCHEMA_VERSION == 7
     assert struct.calcsize(store_module._CHECK.format) == 4
 
 

@@ -11,9 +11,12 @@ session "A" with state b"state". Then the namespace was closed.
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -371,4 +374,82 @@ def test_a_schema_4_store_is_migrated_with_its_locks_deferrals_and_schedules(tmp
     clock.advance(60)
     ns.tick()
     assert [m.message_id for m in ns.receive("q", 10)] == ["q-later"]
+    ns.close()
+
+
+# `fixtures/namespace-v6.db` was written by the schema-6 store (commit ea10e63), FakeClock(1_700_000_000.3):
+# queue "q" (lock 60.5 s) got q0..q3 (body b"q-body-<i>", {"n": i}, time to live 90.7 + i s) and "q-later"
+# scheduled at +60.25 s; topic "t" with subscriptions "a" and "b" got "t0" (subject "paint", {"color":
+# "red"}); committed; 1.1 s later q0, q1 and q2 received, q1 deferred, q2 dead-lettered; committed, closed.
+# Its records hold their times as float seconds (schema 7: integer microseconds).
+V6_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v6.db"
+V6_WRITTEN_AT = 1_700_000_000.3
+
+
+def record_times(path: Path, message_id: str) -> list[Any]:
+    """A message row's record times as stored: locked until, enqueued time, expires at."""
+    db = sqlite3.connect(path)
+    try:
+        (text,) = db.execute("SELECT record FROM messages WHERE json_extract(record, '$[8][0]') = ?",
+                             (message_id,)).fetchone()
+    finally:
+        db.close()
+    record = json.loads(text)
+    return [record[2], record[4], record[5]]
+
+
+def test_a_schema_6_store_is_migrated_with_every_message_and_its_times(tmp_path: Path) -> None:
+    path, clock = tmp_path / "ns.db", FakeClock(V6_WRITTEN_AT + 10)
+    ns = open_migrated(V6_FIXTURE, path, clock, "messages_v6")
+    assert record_times(path, "q0") == [None, 1700000000.3, 1700000091.0]  # the old rows are not rewritten
+    peeked = ns.peek("q", 0, 10)
+    assert [(m.message_id, m.body, m.state, m.application_properties) for m in peeked] == [
+        ("q0", b"q-body-0", 0, {"n": 0}), ("q1", b"q-body-1", 1, {"n": 1}), ("q3", b"q-body-3", 0, {"n": 3}),
+        ("q-later", b"later", 2, {}),
+    ]
+    assert [m.enqueued_time for m in peeked] == [V6_WRITTEN_AT] * 4
+    assert [m.expires_at for m in peeked] == [1700000091.0, 1700000092.0, 1700000094.0, math.inf]
+    locked = peeked[0]
+    assert locked.locked_until == 1700000061.8999999 and locked.lock_token is not None
+    assert locked.delivery_count == 0
+    (dead,) = ns.peek("q/$DeadLetterQueue", 0, 10)
+    assert (dead.message_id, dead.dead_letter_reason, dead.time_to_live) == ("q2", "why", 92.7)
+    (a,), (b,) = ns.peek("t/Subscriptions/a", 0, 10), ns.peek("t/Subscriptions/b", 0, 10)
+    assert a.content is b.content and (a.subject, a.application_properties) == ("paint", {"color": "red"})
+
+    ns.send("q", Message(b"new", {"n": 4}, message_id="q4", time_to_live=30.25))
+    ns.complete("q", [locked.lock_token])  # the lock taken under schema 6 still holds
+    ns.commit()
+    sent_at = clock.now()
+    locked_at, enqueued, expires = record_times(path, "q4")
+    assert locked_at is None and (enqueued, expires) == (round(sent_at * 1e6), round((sent_at + 30.25) * 1e6))
+    ns.close()
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    q1, q3, later, q4 = ns.peek("q", 0, 10)
+    assert (q1.message_id, q3.message_id, later.message_id, q4.message_id) == ("q1", "q3", "q-later", "q4")
+    assert q3.expires_at == 1700000094.0 and abs(q4.enqueued_time - sent_at) < 1e-6
+    assert abs(q4.expires_at - (sent_at + 30.25)) < 1e-6
+    (deferred,) = ns.receive_deferred("q", [q1.sequence_number], ReceiveMode.RECEIVE_AND_DELETE)
+    assert deferred.message_id == "q1"
+    clock.advance(60)
+    ns.tick()
+    assert [m.message_id for m in ns.receive("q", 10)] == ["q3", "q-later"]  # q4 expired (30.25 s)
+    ns.close()
+
+
+def test_a_message_expires_when_it_did_before_a_restart(tmp_path: Path) -> None:
+    clock = FakeClock(V6_WRITTEN_AT)
+    path = tmp_path / "ns.db"
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    ns.create_queue(QueueProperties("q", dead_lettering_on_message_expiration=True))
+    ns.send("q", Message(b"body", message_id="m", time_to_live=0.75))
+    ns.commit()
+    ns.close()
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    (m,) = ns.peek("q", 0, 10)
+    assert abs(m.expires_at - (V6_WRITTEN_AT + 0.75)) < 1e-6
+    clock.advance(0.751)
+    assert ns.receive("q", 10) == []
+    (dead,) = ns.peek("q/$DeadLetterQueue", 0, 1)
+    assert abs(dead.enqueued_time - V6_WRITTEN_AT) < 1e-6 and dead.dead_letter_reason == "TTLExpiredException"
     ns.close()
