@@ -277,9 +277,11 @@ class SubQueue:
         return bool(lazy) and lazy[0].sequence_number <= message.sequence_number
 
     def resize(self, delta: int) -> None:
-        """Bytes held here changed (messages, session states); the quota total follows."""
+        """Bytes held here changed (messages, session states); the quota totals follow."""
         self.size += delta
-        self.total.size += delta
+        total = self.total
+        total.size += delta
+        total.usage.size += delta
 
     @property
     def session_enabled(self) -> bool:
@@ -341,6 +343,16 @@ class DedupHistory:
 PARTITION_SHIFT = 48
 
 
+class Usage:
+    """The bytes all queues and topics of a namespace hold, kept as they change: the namespace quota is
+    checked on every send, and summing every entity there costs a send O(entities)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self) -> None:
+        self.size = 0
+
+
 class SendTarget:
     """What queues and topics share: sequence counters, dedup history, scheduled messages, partitions.
 
@@ -348,7 +360,8 @@ class SendTarget:
     16 bits of its numbers; `down` holds the partitions taken down through fault injection.
     """
 
-    def _init_send_target(self, partition_count: int) -> None:
+    def _init_send_target(self, partition_count: int, usage: Usage | None) -> None:
+        self.usage = Usage() if usage is None else usage  # the namespace's (one of its own standing alone)
         self.partition_count = partition_count
         self.counters = [0] * partition_count
         self.down: set[int] = set()
@@ -384,8 +397,8 @@ class SendTarget:
 class Queue(SendTarget):
     kind = "queue"
 
-    def __init__(self, props: QueueProperties, partition_count: int = 1) -> None:
-        self._init_send_target(partition_count if props.enable_partitioning else 1)
+    def __init__(self, props: QueueProperties, partition_count: int = 1, usage: Usage | None = None) -> None:
+        self._init_send_target(partition_count if props.enable_partitioning else 1, usage)
         self.props = props
         self.key = props.name.lower()  # names never change; the store and the address map use this
         self.main = SubQueue(self, SubQueueKind.MAIN, self, props.requires_session)
@@ -405,8 +418,8 @@ class Queue(SendTarget):
 class Topic(SendTarget):
     kind = "topic"
 
-    def __init__(self, props: TopicProperties, partition_count: int = 1) -> None:
-        self._init_send_target(partition_count if props.enable_partitioning else 1)
+    def __init__(self, props: TopicProperties, partition_count: int = 1, usage: Usage | None = None) -> None:
+        self._init_send_target(partition_count if props.enable_partitioning else 1, usage)
         self.props = props
         self.key = props.name.lower()
         self.subscriptions: dict[str, Subscription] = {}

@@ -134,6 +134,7 @@ class Fanout:
                 self._to_dead_letter(sub, copy, what.type_name, what.description, now)
         if placed:
             topic.size += size * placed
+            topic.usage.size += size * placed
             m.uid = base = next(self._uids)
             self._uids = itertools.count(base + topic.span)
             self._journal.publish(m, targets)

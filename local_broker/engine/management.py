@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from local_broker.engine.clock import to_datetime
-from local_broker.engine.entities import Queue, Subscription, Topic
+from local_broker.engine.entities import Queue, Subscription, Topic, Usage
 from local_broker.engine.errors import (
     ArgumentError,
     EntityAlreadyExistsError,
@@ -77,6 +77,7 @@ class Management:
     created_at: float
     _queues: dict[str, Queue]
     _topics: dict[str, Topic]
+    _usage: Usage
     _addresses: dict[str, Any]
     _journal: Any
     _idle_heap: list[Any]
@@ -254,7 +255,7 @@ class Management:
         self._check_entity_count()
         self._check_partitioned_count(props)
         props.created_at = props.updated_at = self._now_dt()
-        target = cls(props, self.config.partition_count)
+        target = cls(props, self.config.partition_count, self._usage)
         registry[key] = target
         return self._added(target)
 
@@ -533,10 +534,10 @@ class Management:
             props = codec.decode_value(record["props"])
             entity: Any
             if kind == "queue":
-                entity = Queue(props, self.config.partition_count)
+                entity = Queue(props, self.config.partition_count, self._usage)
                 self._queues[entity.key] = entity
             elif kind == "topic":
-                entity = Topic(props, self.config.partition_count)
+                entity = Topic(props, self.config.partition_count, self._usage)
                 self._topics[entity.key] = entity
             else:
                 topic = self._topics[props.topic_name.lower()]

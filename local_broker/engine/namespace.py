@@ -25,6 +25,7 @@ from local_broker.engine.entities import (
     SubQueueKind,
     Subscription,
     Topic,
+    Usage,
 )
 from local_broker.engine.errors import (
     BrokerError,
@@ -77,6 +78,7 @@ class Namespace(
         self.created_at = self.clock.now()
         self._queues: dict[str, Queue] = {}
         self._topics: dict[str, Topic] = {}
+        self._usage = Usage()  # the bytes its queues and topics hold (the namespace quota's total)
         self._addresses: dict[str, Any] = {}
         self._uids = itertools.count(1)
         self._ticket = itertools.count()

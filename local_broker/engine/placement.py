@@ -59,8 +59,11 @@ class Placement:
         if not m.uid:
             m.uid = next(self._uids)
         m.entity = sq
-        sq.size += m.size
-        sq.total.size += m.size
+        size = m.size
+        sq.size += size
+        total = sq.total
+        total.size += size
+        total.usage.size += size
         state = m.state
         tail = sq.tail
         if (
@@ -98,8 +101,11 @@ class Placement:
         """Take a message out of its sub-queue's bookkeeping (it is about to move or vanish)."""
         sq: SubQueue = m.entity
         del sq.messages[m.uid]
-        sq.size -= m.size
-        sq.total.size -= m.size
+        size = m.size
+        sq.size -= size
+        total = sq.total
+        total.size -= size
+        total.usage.size -= size
         token = m.lock_token
         if token is not None:
             sq.locked.pop(token.int, None)

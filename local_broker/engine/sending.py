@@ -144,7 +144,7 @@ class Sending:
 
     def _check_namespace_quota(self, adding: int) -> None:
         limit = self.config.max_size_in_megabytes * 1048576
-        current = sum(q.size for q in self._queues.values()) + sum(t.size for t in self._topics.values())
+        current = self._usage.size
         if current + adding > limit:
             raise QuotaExceededError(
                 "The maximum namespace size has been reached or exceeded for namespace "

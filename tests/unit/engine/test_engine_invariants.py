@@ -99,12 +99,16 @@ def check_bookkeeping(ns: Namespace) -> None:
 
 
 def check_totals(ns: Namespace) -> None:
-    """The quota totals of queues and topics are the bytes of their sub-queues (and subscriptions)."""
+    """The quota totals of queues, topics and the namespace are the bytes of their sub-queues (and
+    subscriptions)."""
     for queue in ns._queues.values():
         assert queue.size == sum(sq.size for sq in queue.sub_queues())
     for topic in ns._topics.values():
         subs = [sq for s in topic.subscriptions.values() for sq in s.sub_queues()]
         assert topic.size == topic.held.size + sum(sq.size for sq in subs)
+    # the namespace quota's running total is what they hold together
+    entities = [*ns._queues.values(), *ns._topics.values()]
+    assert ns._usage.size == sum(entity.size for entity in entities)
 
 
 def drive(

@@ -25,6 +25,7 @@ from local_broker.engine import (
     SubscriptionProperties,
     TopicProperties,
 )
+from local_broker.store import SqliteStore
 
 from .helpers import ids, msg
 
@@ -383,6 +384,35 @@ def test_namespace_quota_counts_every_entity(clock) -> None:
         ns.send("a", msg(body))
     ns.receive("t/subscriptions/s", 1, ReceiveMode.RECEIVE_AND_DELETE)  # freeing space anywhere helps
     ns.send("a", msg(body))
+
+
+def test_namespace_quota_follows_deleted_entities_and_a_restart(clock, tmp_path) -> None:
+    """The namespace's total is kept as sizes change (not summed per send): deleting a queue, a subscription
+    or a topic gives their bytes back, and a restarted namespace counts what its store holds."""
+    config = NamespaceConfig(max_size_in_megabytes=1)
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), config, clock)
+    ns.create_queue(QueueProperties("a"))
+    ns.create_queue(QueueProperties("b"))
+    ns.create_topic(TopicProperties("t"))
+    ns.create_subscription("t", SubscriptionProperties("s1"))
+    ns.create_subscription("t", SubscriptionProperties("s2"))
+    body = b"x" * 256_000  # 256,064 bytes a message (its body, its id and 32)
+    ns.send("a", [msg(body), msg(body)])
+    ns.send("t", msg(body))  # a copy in each subscription
+    with pytest.raises(QuotaExceededError, match="Max namespace size in bytes:1048576"):
+        ns.send("b", msg(body))
+    ns.delete_subscription("t", "s2")
+    ns.send("b", msg(body))
+    ns.delete_queue("a")
+    ns.send("b", [msg(body), msg(body)])
+    ns.commit()
+    ns.close()
+    ns = Namespace.open(SqliteStore(tmp_path / "ns.db"), config, clock)  # b 3 messages, t 1
+    with pytest.raises(QuotaExceededError, match="Size of all entities in bytes:1024256,"):
+        ns.send("b", msg(body))
+    ns.delete_topic("t")
+    ns.send("b", msg(body))
+    ns.close()
 
 
 def test_message_header_quota(ns: Namespace, queue: str) -> None:
