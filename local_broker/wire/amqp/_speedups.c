@@ -10,6 +10,8 @@
  *   encode_value(value) -> bytes | NotImplemented
  *   encode_map_items(items) -> bytes | NotImplemented    (a map from its flat key, value, ... list)
  *   decode_sections(buf) -> (header, annotations, properties, application_properties, body) | NotImplemented
+ *   lock_token(tag) -> uuid.UUID | NotImplemented   (a 16-byte delivery tag in .NET GUID byte order)
+ *   scan_frames(data, skip, head_max) -> (end, skip, heads)   (compat.IncomingFrames' frame scan)
  *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
  *             safe_unknown)    (the Python types decoded values take; called once by values.py)
  */
@@ -169,7 +171,7 @@ static PyObject *read_at(const Reader *r, Py_ssize_t *at, int depth) {
     return value;
 }
 
-static PyObject *sp_read_value(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *sp_read_value(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "read_value(buf, pos)");
         return NULL;
@@ -415,14 +417,14 @@ static void writer_init(Writer *w) {
     w->cap = sizeof w->small;
 }
 
-static PyObject *sp_encode_value(PyObject *self, PyObject *value) {
+static PyObject *sp_encode_value(PyObject *Py_UNUSED(self), PyObject *value) {
     if (T_uuid == NULL) Py_RETURN_NOTIMPLEMENTED; /* configure() not called yet */
     Writer w;
     writer_init(&w);
     return finish(&w, write_value(&w, value, 0));
 }
 
-static PyObject *sp_encode_map_items(PyObject *self, PyObject *items) {
+static PyObject *sp_encode_map_items(PyObject *Py_UNUSED(self), PyObject *items) {
     if (T_uuid == NULL || !PyList_CheckExact(items)) Py_RETURN_NOTIMPLEMENTED;
     Writer w;
     writer_init(&w);
@@ -472,7 +474,7 @@ static Py_ssize_t skip(const Reader *r, Py_ssize_t pos, int depth) {
  *   decode_sections(buf: bytes) -> (header, annotations, properties, application_properties, body)
  * each section's value, None where absent (delivery-annotations read and dropped), the body sections and
  * footer as one bytes; NotImplemented for anything else, which codec.py then reads (or rejects) itself. */
-static PyObject *sp_decode_sections(PyObject *self, PyObject *buf) {
+static PyObject *sp_decode_sections(PyObject *Py_UNUSED(self), PyObject *buf) {
     if (T_uuid == NULL || !PyBytes_CheckExact(buf)) Py_RETURN_NOTIMPLEMENTED;
     Reader r = {(const unsigned char *)PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf)};
     PyObject *found[4] = {NULL, NULL, NULL, NULL};
@@ -529,9 +531,80 @@ decline:
     Py_RETURN_NOTIMPLEMENTED;
 }
 
+/* ---------------------------------------------------------------- settlement and frames */
+
+/* uuid.UUID(bytes_le=tag): a peek-lock delivery's tag is its lock token in .NET GUID byte order. */
+static PyObject *sp_lock_token(PyObject *Py_UNUSED(self), PyObject *tag) {
+    if (T_uuid == NULL || !PyBytes_CheckExact(tag) || PyBytes_GET_SIZE(tag) != 16) Py_RETURN_NOTIMPLEMENTED;
+    const unsigned char *le = (const unsigned char *)PyBytes_AS_STRING(tag);
+    unsigned char be[16] = {le[3], le[2], le[1], le[0], le[5], le[4], le[7], le[6]};
+    memcpy(be + 8, le + 8, 8);
+    return make_uuid(be);
+}
+
+/* The frames of `data` whose head compat.IncomingFrames reads: begin, attach and transfer performatives.
+ * The same walk as compat._scan_frames (the reference): `skip` bytes of the frame before are passed over, the
+ * protocol header skipped, each frame's first min(size, head_max) bytes (its head) examined, and the walk
+ * stops before a head that is not all in `data`. Any bytes are valid input: nothing to decline. */
+static PyObject *sp_scan_frames(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "scan_frames(data, skip, head_max)");
+        return NULL;
+    }
+    Py_ssize_t skip = PyLong_AsSsize_t(args[1]), head_max = PyLong_AsSsize_t(args[2]);
+    if ((skip == -1 || head_max == -1) && PyErr_Occurred()) return NULL;
+    if (skip < 0 || head_max < 8) {
+        PyErr_SetString(PyExc_ValueError, "scan_frames: skip >= 0 and head_max >= 8");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t pos = 0, end = view.len;
+    PyObject *heads = PyList_New(0);
+    if (heads == NULL) goto fail;
+    while (pos < end) {
+        if (skip) {
+            Py_ssize_t step = skip < end - pos ? skip : end - pos;
+            skip -= step;
+            pos += step;
+            continue;
+        }
+        if (end - pos < 8) break;
+        if (memcmp(b + pos, "AMQP", 4) == 0) { /* the protocol header, not a frame */
+            pos += 8;
+            continue;
+        }
+        Py_ssize_t size = (Py_ssize_t)be32(b + pos);
+        if (size < 8) size = 8;
+        Py_ssize_t head = size < head_max ? size : head_max;
+        if (end - pos < head) break;
+        const unsigned char *f = b + pos;
+        Py_ssize_t body = (Py_ssize_t)f[4] * 4;
+        if (f[5] == 0 && head >= body + 3 && f[body] == 0x00 && f[body + 1] == 0x53 &&
+            (f[body + 2] == 0x11 || f[body + 2] == 0x12 || f[body + 2] == 0x14)) {
+            PyObject *entry = Py_BuildValue("(nn)", pos, head);
+            if (entry == NULL || PyList_Append(heads, entry) < 0) {
+                Py_XDECREF(entry);
+                goto fail;
+            }
+            Py_DECREF(entry);
+        }
+        pos += head;
+        skip = size - head;
+    }
+    PyBuffer_Release(&view);
+    PyObject *result = Py_BuildValue("(nnN)", pos, skip, heads);
+    return result;
+fail:
+    Py_XDECREF(heads);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- set-up */
 
-static PyObject *sp_configure(PyObject *self, PyObject *args) {
+static PyObject *sp_configure(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *types[11], *unknown;
     if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO", &types[0], &types[1], &types[2], &types[3], &types[4],
                           &types[5], &types[6], &types[7], &types[8], &types[9], &types[10], &unknown))
@@ -561,6 +634,9 @@ static PyMethodDef methods[] = {
      "the map encoded from its flat key, value, ... list, or NotImplemented"},
     {"decode_sections", sp_decode_sections, METH_O,
      "(header, annotations, properties, application-properties, body) of a message, or NotImplemented"},
+    {"lock_token", sp_lock_token, METH_O, "the lock token of a delivery tag, or NotImplemented"},
+    {"scan_frames", (PyCFunction)(void (*)(void))sp_scan_frames, METH_FASTCALL,
+     "(end, skip, [(pos, head), ...]): the frame heads of data that compat.IncomingFrames reads"},
     {"configure", sp_configure, METH_VARARGS, "the Python types of decoded values"},
     {NULL, NULL, 0, NULL},
 };

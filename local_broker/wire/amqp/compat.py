@@ -18,6 +18,8 @@ from proton import Condition, Delivery, Link, Terminus, Transport, symbol
 from proton._condition import obj2cond
 from proton._delivery import Disposition
 
+from local_broker.wire.amqp import values
+
 TRACKING_ID = symbol("com.microsoft:tracking-id")
 LIB = _LIB = cproton_ffi.lib  # proton's C API, for the hot paths that skip its Python wrappers
 _FFI = cproton_ffi.ffi
@@ -108,49 +110,33 @@ class IncomingFrames:
     def feed(self, data: bytes) -> bytes:
         if self._pending:  # a frame start that straddled two reads (a few hundred bytes at most)
             data, self._pending = self._pending + bytes(data), b""
-        view, pos, end = memoryview(data), 0, len(data)
-        out: list[bytes] | None = None  # the rewritten stream, once a frame had to change
-        done = 0  # data[:done] is in `out` already
-        while pos < end:
-            if self._skip:
-                step = min(self._skip, end - pos)
-                self._skip -= step
-                pos += step
-                continue
-            if end - pos < 8:
-                break
-            if view[pos:pos + 4] == b"AMQP":  # the protocol header, not a frame
-                pos += 8
-                continue
-            size = max(8, struct.unpack_from(">I", view, pos)[0])
-            head = min(size, self.PERFORMATIVE_BYTES)
-            if end - pos < head:
-                break
-            rewritten = self._read_frame(view[pos:pos + head])
-            if rewritten is not None:
-                out = out if out is not None else []
-                out += (bytes(view[done:pos]), rewritten)
-                done = pos + head
-            pos += head
-            self._skip = size - head
+        native = values._native
+        scan = _scan_frames if native is None else native.scan_frames
+        pos, self._skip, heads = scan(data, self._skip, self.PERFORMATIVE_BYTES)
+        view, end = memoryview(data), len(data)
         if pos < end:
             self._pending = bytes(view[pos:end])
+        out: list[bytes] | None = None  # the rewritten stream, once a frame had to change
+        done = 0  # data[:done] is in `out` already
+        for at, head in heads:
+            rewritten = self._read_frame(view[at:at + head])
+            if rewritten is not None:
+                out = out if out is not None else []
+                out += (bytes(view[done:at]), rewritten)
+                done = at + head
         if out is None:
             return data if pos == end else bytes(view[:pos])
         out.append(bytes(view[done:pos]))
         return b"".join(out)
 
     def _read_frame(self, frame: memoryview) -> bytes | None:
-        """Note what the frame says; the frame's head rewritten, when it must change."""
+        """Note what a begin, attach or transfer frame says (`_scan_frames` finds them); the frame's head
+        rewritten, when it must change."""
         body = frame[4] * 4
-        if frame[5] != 0 or len(frame) < body + 3 or frame[body:body + 2] != b"\x00\x53":
-            return None  # an empty (heartbeat) frame, or not an AMQP performative
         code = frame[body + 2]
         channel = struct.unpack_from(">H", frame, 6)[0]
         if code == self.BEGIN:
             self._next_id.pop(channel, None)
-            return None
-        if code not in (self.ATTACH, self.TRANSFER):
             return None
         try:
             fields, spans = _list_fields(frame, body + 3, 3 if code == self.ATTACH else 6)
@@ -186,6 +172,40 @@ class IncomingFrames:
             return None  # left to proton
         self.renumbered += 1
         return rewritten
+
+
+_READ_PERFORMATIVES = (IncomingFrames.BEGIN, IncomingFrames.ATTACH, IncomingFrames.TRANSFER)
+
+
+def _scan_frames(data: bytes, skip: int, head_max: int) -> tuple[int, int, list[tuple[int, int]]]:
+    """The frames of `data` whose heads `IncomingFrames` reads (begin, attach, transfer), as (position, head
+    length); the reference of the C `scan_frames`. `skip` bytes of a frame begun before are passed over, then
+    each frame's first min(size, head_max) bytes are its head; the walk stops before a head not all in
+    `data`. Returns where it stopped, the bytes of the last frame still to pass over, and the heads."""
+    view, pos, end = memoryview(data), 0, len(data)
+    heads: list[tuple[int, int]] = []
+    while pos < end:
+        if skip:
+            step = min(skip, end - pos)
+            skip -= step
+            pos += step
+            continue
+        if end - pos < 8:
+            break
+        if view[pos:pos + 4] == b"AMQP":  # the protocol header, not a frame
+            pos += 8
+            continue
+        size = max(8, struct.unpack_from(">I", view, pos)[0])
+        head = min(size, head_max)
+        if end - pos < head:
+            break
+        body = view[pos + 4] * 4  # an empty (heartbeat) frame, or not an AMQP performative, is not read
+        if (view[pos + 5] == 0 and head >= body + 3 and view[pos + body:pos + body + 2] == b"\x00\x53"
+                and view[pos + body + 2] in _READ_PERFORMATIVES):
+            heads.append((pos, head))
+        pos += head
+        skip = size - head
+    return pos, skip, heads
 
 
 def _uint(value: int) -> bytes:
