@@ -12,13 +12,17 @@
  *   decode_sections(buf) -> (header, annotations, properties, application_properties, body) | NotImplemented
  *   lock_token(tag) -> uuid.UUID | NotImplemented   (a 16-byte delivery tag in .NET GUID byte order)
  *   scan_frames(data, skip, head_max) -> (end, skip, heads)   (compat.IncomingFrames' frame scan)
+ *   bind_proton(pending, peek, pop, capacity, close_head)   (proton's C functions, by address: loop.py)
+ *   write_out(transport, fd, buffer, max_write) -> (capacity, pending)   (loop.TransportIO's write)
  *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
  *             safe_unknown)    (the Python types decoded values take; called once by values.py)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define MAX_DEPTH 200 /* deeper nesting is left to the pure-Python code (and its recursion limit) */
 
@@ -602,6 +606,81 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------- a transport's output */
+
+/* proton's C calls made with the GIL held: through cffi each one releases and takes it again, a fifth of a
+ * microsecond a call while the broker's other threads exist. loop.py hands their addresses over once. */
+typedef struct pn_transport_t pn_transport_t;
+static Py_ssize_t (*pn_pending)(pn_transport_t *), (*pn_capacity)(pn_transport_t *);
+static Py_ssize_t (*pn_peek)(pn_transport_t *, char *, size_t);
+static void (*pn_pop)(pn_transport_t *, size_t);
+static int (*pn_close_head)(pn_transport_t *);
+
+static void *address(PyObject *number) {
+    void *p = PyLong_AsVoidPtr(number);
+    if (p == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a null address");
+    return p;
+}
+
+static PyObject *sp_bind_proton(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *a[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &a[0], &a[1], &a[2], &a[3], &a[4])) return NULL;
+    void *p[5];
+    for (int i = 0; i < 5; i++)
+        if ((p[i] = address(a[i])) == NULL) return NULL;
+    pn_pending = (Py_ssize_t(*)(pn_transport_t *))p[0];
+    pn_peek = (Py_ssize_t(*)(pn_transport_t *, char *, size_t))p[1];
+    pn_pop = (void (*)(pn_transport_t *, size_t))p[2];
+    pn_capacity = (Py_ssize_t(*)(pn_transport_t *))p[3];
+    pn_close_head = (int (*)(pn_transport_t *))p[4];
+    Py_RETURN_NONE;
+}
+
+/* What loop.TransportIO._write does, then its transport's capacity and pending output, as flush reads them:
+ * up to max_write bytes of output copied into `buffer` (the loop's) and sent on `fd`; a full socket leaves
+ * them for the next poll, any other error of the socket closes the transport's head. */
+static PyObject *sp_write_out(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "write_out(transport, fd, buffer, max_write)");
+        return NULL;
+    }
+    if (pn_pending == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind_proton() was not called");
+        return NULL;
+    }
+    pn_transport_t *transport = address(args[0]);
+    if (transport == NULL) return NULL;
+    long fd = PyLong_AsLong(args[1]);
+    Py_ssize_t max_write = PyLong_AsSsize_t(args[3]);
+    if ((fd == -1 || max_write == -1) && PyErr_Occurred()) return NULL;
+    if (fd < 0 || fd > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "write_out: not a file descriptor");
+        return NULL;
+    }
+    Py_buffer out;
+    if (PyObject_GetBuffer(args[2], &out, PyBUF_WRITABLE) < 0) return NULL;
+    if (max_write > out.len) max_write = out.len;
+    Py_ssize_t pending = pn_pending(transport);
+    if (pending > 0 && max_write > 0) {
+        Py_ssize_t size = pn_peek(transport, out.buf, (size_t)(pending < max_write ? pending : max_write));
+        Py_ssize_t sent;
+        int error;
+        do {
+            Py_BEGIN_ALLOW_THREADS
+            sent = send((int)fd, out.buf, (size_t)size, MSG_NOSIGNAL);
+            error = errno;
+            Py_END_ALLOW_THREADS
+        } while (sent < 0 && error == EINTR);
+        if (sent >= 0)
+            pn_pop(transport, (size_t)sent);
+        else if (error != EAGAIN && error != EWOULDBLOCK)
+            pn_close_head(transport);
+    }
+    PyBuffer_Release(&out);
+    Py_ssize_t capacity = pn_capacity(transport);
+    return Py_BuildValue("(nn)", capacity, pn_pending(transport));
+}
+
 /* ---------------------------------------------------------------- set-up */
 
 static PyObject *sp_configure(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -637,6 +716,9 @@ static PyMethodDef methods[] = {
     {"lock_token", sp_lock_token, METH_O, "the lock token of a delivery tag, or NotImplemented"},
     {"scan_frames", (PyCFunction)(void (*)(void))sp_scan_frames, METH_FASTCALL,
      "(end, skip, [(pos, head), ...]): the frame heads of data that compat.IncomingFrames reads"},
+    {"bind_proton", sp_bind_proton, METH_VARARGS, "proton's C functions write_out calls, by address"},
+    {"write_out", (PyCFunction)(void (*)(void))sp_write_out, METH_FASTCALL,
+     "(capacity, pending) of a transport after writing its output to a socket"},
     {"configure", sp_configure, METH_VARARGS, "the Python types of decoded values"},
     {NULL, NULL, 0, NULL},
 };

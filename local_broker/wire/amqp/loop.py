@@ -29,6 +29,8 @@ from typing import Any, Protocol
 import cproton_ffi
 from proton import Connection, Event, Transport
 
+from local_broker.wire.amqp import values
+
 log = logging.getLogger("local_broker.amqp")
 
 READ = select.EPOLLIN | select.EPOLLRDHUP
@@ -54,6 +56,8 @@ pn_transport_pop = _LIB.pn_transport_pop
 pn_transport_push = _LIB.pn_transport_push
 pn_transport_tick = _LIB.pn_transport_tick
 _NULL = _FFI.NULL
+_WRITE_CALLS = ("pn_transport_pending", "pn_transport_peek", "pn_transport_pop", "pn_transport_capacity",
+                "pn_transport_close_head")
 _TRANSPORT_CLOSED = Event.TRANSPORT_CLOSED.number
 _DELIVERY = Event.DELIVERY.number
 
@@ -125,6 +129,8 @@ class Loop:
         self.watch(self._woken.fileno(), _Waker(self), READ)
         self._running = False
         self.out = _FFI.new("char[]", MAX_WRITE)  # what a transport writes is copied here, then sent
+        self.out_buffer = _FFI.buffer(self.out)  # the same memory, for the C write
+        self.write_out = native_write_out()
 
     # --- sockets ---------------------------------------------------------------------------------------
     def watch(self, fd: int, channel: Channel, mask: int) -> None:
@@ -277,6 +283,16 @@ class Loop:
             event = peek(impl)
 
 
+def native_write_out() -> Callable[[int, int, Any, int], tuple[int, int]] | None:
+    """The C module's `write_out` with proton's calls bound into it (they run with the GIL held: through
+    cffi each one releases it and takes it back); None with the pure-Python codec (`SBFED_PURE_PYTHON`)."""
+    native = values._native
+    if native is None:
+        return None
+    native.bind_proton(*(int(_FFI.cast("uintptr_t", _FFI.addressof(_LIB, name))) for name in _WRITE_CALLS))
+    return native.write_out
+
+
 class _Waker:
     def __init__(self, loop: Loop) -> None:
         self.loop = loop
@@ -299,8 +315,9 @@ class TransportIO:
     """One AMQP connection's socket and its proton server transport (a `compat.BrokerTransport`), driven
     through proton's C calls: a turn's read, write and flush make no Python wrapper calls."""
 
-    __slots__ = ("closed", "connection", "fd", "formats", "handshake", "impl", "loop", "mask", "sock",
-                 "tick_at", "transport")
+    __slots__ = ("address", "closed", "connection", "fd", "formats", "handshake", "impl", "loop", "mask",
+                 "sock", "tick_at", "transport")
+    PLAIN_SOCKET = True  # its output goes straight to `fd` (the C write may send it)
 
     def __init__(self, loop: Loop, sock: socket.socket, connection: Connection, transport: Transport,
                  preread: bytes) -> None:
@@ -311,6 +328,7 @@ class TransportIO:
         self.connection = connection
         self.transport = transport
         self.impl = transport._impl
+        self.address = int(_FFI.cast("uintptr_t", self.impl))
         self.formats = transport.transfer_formats
         transport.idle_timeout = 0
         self.transport.bind(connection)
@@ -387,10 +405,13 @@ class TransportIO:
             deadline = pn_transport_tick(impl, int(time.time() * 1000))
             if deadline and self.tick_at is None:
                 self._schedule_tick(deadline / 1000)
-        self._write()
-        # below zero is end of stream or an error
-        capacity = pn_transport_capacity(impl)
-        pending = pn_transport_pending(impl)
+        write_out = self.loop.write_out if self.PLAIN_SOCKET else None
+        if write_out is not None:  # the same, in C
+            capacity, pending = write_out(self.address, self.fd, self.loop.out_buffer, MAX_WRITE)
+        else:
+            self._write()
+            capacity = pn_transport_capacity(impl)  # below zero is end of stream or an error
+            pending = pn_transport_pending(impl)
         if capacity < 0 and pending <= 0:
             if pending == 0:  # input over, nothing to say: the peer is gone (see the module docstring)
                 pn_transport_close_head(impl)

@@ -44,6 +44,7 @@ class LayeredIO(TransportIO):
     """A `TransportIO` over a layered stream (see the module docstring)."""
 
     __slots__ = ()
+    PLAIN_SOCKET = False  # its output passes the layers (`_write`)
 
     def _write(self) -> None:
         try:
