@@ -12,6 +12,8 @@
  *   decode_sections(buf) -> (header, annotations, properties, application_properties, body) | NotImplemented
  *   lock_token(tag) -> uuid.UUID | NotImplemented   (a 16-byte delivery tag in .NET GUID byte order)
  *   scan_frames(data, skip, head_max) -> (end, skip, heads)   (compat.IncomingFrames' frame scan)
+ *   delivery_head(ttl_ms, delivery_count, sequence_number, enqueued_time, enqueue_sequence_number,
+ *                 locked_until) -> bytes | NotImplemented   (messages._delivery_head)
  *   bind_proton(pending, peek, pop, capacity, close_head)   (proton's C functions, by address: loop.py)
  *   write_out(transport, fd, buffer, max_write) -> (capacity, pending)   (loop.TransportIO's write)
  *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
@@ -21,6 +23,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -606,6 +610,111 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------- a delivery's head */
+
+static const char KEY_SEQUENCE[] = "x-opt-sequence-number", KEY_ENQUEUED[] = "x-opt-enqueued-time",
+                  KEY_ENQUEUE_SEQUENCE[] = "x-opt-enqueue-sequence-number", KEY_LOCKED[] = "x-opt-locked-until";
+
+static unsigned char *put_key(unsigned char *p, const char *key, size_t n) {
+    *p++ = 0xa3;
+    *p++ = (unsigned char)n;
+    memcpy(p, key, n);
+    return p + n;
+}
+
+/* messages._long: a smalllong from -128 to 127, else a long */
+static unsigned char *put_long(unsigned char *p, long long v) {
+    if (v >= -128 && v <= 127) {
+        *p++ = 0x55;
+        *p++ = (unsigned char)(v & 0xff);
+        return p;
+    }
+    *p++ = 0x81;
+    put_be64(p, (uint64_t)v);
+    return p + 8;
+}
+
+/* round(seconds * 1000) as Python computes it (ties to even), as a timestamp; 0 when it does not fit one */
+static int put_ms(unsigned char **p, PyObject *seconds) {
+    if (!PyFloat_CheckExact(seconds)) return 0;
+    double ms = nearbyint(PyFloat_AS_DOUBLE(seconds) * 1000);
+    if (!(ms >= -9223372036854775808.0 && ms < 9223372036854775808.0)) return 0; /* NaN, infinities too */
+    *(*p)++ = 0x83;
+    put_be64(*p, (uint64_t)(long long)ms);
+    *p += 8;
+    return 1;
+}
+
+static PyObject *sp_delivery_head(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "delivery_head() takes 6 arguments");
+        return NULL;
+    }
+    PyObject *ttl = args[0], *locked = args[5];
+    for (int i = 0; i < 5; i++)
+        if (i != 3 && !(i == 0 && ttl == Py_None) && !PyLong_CheckExact(args[i])) Py_RETURN_NOTIMPLEMENTED;
+    int bad = 0;
+    long long ttl_ms = ttl == Py_None ? 0 : ranged(ttl, 0, LLONG_MAX, &bad);
+    long long count = ranged(args[1], 0, 0xffffffffLL, &bad);
+    long long sequence = ranged(args[2], LLONG_MIN, LLONG_MAX, &bad);
+    long long enqueue_sequence = ranged(args[4], LLONG_MIN, LLONG_MAX, &bad);
+    if (bad) Py_RETURN_NOTIMPLEMENTED;
+    unsigned char out[200], *p = out;
+    /* the header: durable, priority 4, ttl, first-acquirer false, delivery-count */
+    unsigned char fields[16], *f = fields;
+    *f++ = 0x41;
+    *f++ = 0x50;
+    *f++ = 4;
+    if (ttl == Py_None) {
+        *f++ = 0x40;
+    } else {
+        *f++ = 0x70;
+        put_be32(f, (uint32_t)(ttl_ms < 0xffffffffLL ? ttl_ms : 0xffffffffLL));
+        f += 4;
+    }
+    *f++ = 0x42;
+    if (count == 0) {
+        *f++ = 0x43;
+    } else if (count < 256) {
+        *f++ = 0x52;
+        *f++ = (unsigned char)count;
+    } else {
+        *f++ = 0x70;
+        put_be32(f, (uint32_t)count);
+        f += 4;
+    }
+    *p++ = 0x00;
+    *p++ = 0x53;
+    *p++ = 0x70;
+    *p++ = 0xc0;
+    *p++ = (unsigned char)(f - fields + 1);
+    *p++ = 5;
+    memcpy(p, fields, (size_t)(f - fields));
+    p += f - fields;
+    /* the message annotations: a map32 of the broker's x-opt-* values */
+    *p++ = 0x00;
+    *p++ = 0x53;
+    *p++ = 0x72;
+    unsigned char *head = p;
+    p += 9;
+    p = put_key(p, KEY_SEQUENCE, sizeof KEY_SEQUENCE - 1);
+    p = put_long(p, sequence);
+    p = put_key(p, KEY_ENQUEUED, sizeof KEY_ENQUEUED - 1);
+    if (!put_ms(&p, args[3])) Py_RETURN_NOTIMPLEMENTED;
+    p = put_key(p, KEY_ENQUEUE_SEQUENCE, sizeof KEY_ENQUEUE_SEQUENCE - 1);
+    p = put_long(p, enqueue_sequence);
+    uint32_t items = 6;
+    if (locked != Py_None) {
+        p = put_key(p, KEY_LOCKED, sizeof KEY_LOCKED - 1);
+        if (!put_ms(&p, locked)) Py_RETURN_NOTIMPLEMENTED;
+        items = 8;
+    }
+    head[0] = 0xd1;
+    put_be32(head + 1, (uint32_t)(p - head - 5));
+    put_be32(head + 5, items);
+    return PyBytes_FromStringAndSize((const char *)out, p - out);
+}
+
 /* ---------------------------------------------------------------- a transport's output */
 
 /* proton's C calls made with the GIL held: through cffi each one releases and takes it again, a fifth of a
@@ -716,6 +825,8 @@ static PyMethodDef methods[] = {
     {"lock_token", sp_lock_token, METH_O, "the lock token of a delivery tag, or NotImplemented"},
     {"scan_frames", (PyCFunction)(void (*)(void))sp_scan_frames, METH_FASTCALL,
      "(end, skip, [(pos, head), ...]): the frame heads of data that compat.IncomingFrames reads"},
+    {"delivery_head", (PyCFunction)(void (*)(void))sp_delivery_head, METH_FASTCALL,
+     "the header and message annotations of a delivery, or NotImplemented"},
     {"bind_proton", sp_bind_proton, METH_VARARGS, "proton's C functions write_out calls, by address"},
     {"write_out", (PyCFunction)(void (*)(void))sp_write_out, METH_FASTCALL,
      "(capacity, pending) of a transport after writing its output to a socket"},

@@ -252,23 +252,43 @@ def _long(value: int) -> bytes:
     return b"\x55" + bytes((value & 0xFF,)) if -128 <= value <= 127 else _CODED.pack(0x81, value)
 
 
-def _encoded_broker_annotations(msg: Message, with_lock: bool) -> bytes:
-    """`encode_map_items(_broker_annotations(msg, with_lock))`, written straight for a message that carries
-    only the annotations every delivery has (sequence numbers, enqueued and locked-until times)."""
-    if (msg.state or msg.partition_key is not None or msg.via_partition_key is not None
-            or msg.scheduled_enqueue_time is not None or msg.dead_letter_source is not None
-            or msg.partition_id is not None):
-        return encode_map_items(_broker_annotations(msg, with_lock))
+def _plain(msg: Message) -> bool:
+    """The message carries only the annotations every delivery has (sequence numbers, enqueued and
+    locked-until times): its head is `delivery_head`'s."""
+    return not (msg.annotations or msg.state or msg.partition_key is not None
+                or msg.via_partition_key is not None or msg.scheduled_enqueue_time is not None
+                or msg.dead_letter_source is not None or msg.partition_id is not None)
+
+
+def _delivery_head(ttl_ms: int | None, delivery_count: int, sequence_number: int, enqueued_time: float,
+                   enqueue_sequence_number: int, locked_until: float | None) -> bytes:
+    """The header and message-annotations sections of a `_plain` message: the header `codec.encode_header`
+    writes and `encode_map_items(_broker_annotations(...))`, written straight (the reference of the C
+    `delivery_head`; `locked_until` None: no lock annotation)."""
     body = b"".join((
-        _SEQUENCE_KEY, _long(msg.sequence_number),
-        _ENQUEUED_TIME_KEY, _CODED.pack(0x83, round(msg.enqueued_time * 1000)),
-        _ENQUEUE_SEQUENCE_KEY, _long(msg.enqueued_sequence_number),
+        _SEQUENCE_KEY, _long(sequence_number),
+        _ENQUEUED_TIME_KEY, _CODED.pack(0x83, round(enqueued_time * 1000)),
+        _ENQUEUE_SEQUENCE_KEY, _long(enqueue_sequence_number),
     ))
     count = 6
-    if with_lock and msg.locked_until is not None:
-        body += _LOCKED_UNTIL_KEY + _CODED.pack(0x83, round(msg.locked_until * 1000))
+    if locked_until is not None:
+        body += _LOCKED_UNTIL_KEY + _CODED.pack(0x83, round(locked_until * 1000))
         count = 8
-    return _MAP_HEAD.pack(0xD1, len(body) + 4, count) + body
+    return b"".join((codec.encode_header(True, 4, ttl_ms, False, delivery_count),
+                     b"\x00\x53" + bytes((codec.MESSAGE_ANNOTATIONS,)),
+                     _MAP_HEAD.pack(0xD1, len(body) + 4, count), body))
+
+
+def delivery_head(ttl_ms: int | None, delivery_count: int, sequence_number: int, enqueued_time: float,
+                  enqueue_sequence_number: int, locked_until: float | None) -> bytes:
+    native = values._native
+    if native is not None:
+        head = native.delivery_head(ttl_ms, delivery_count, sequence_number, enqueued_time,
+                                    enqueue_sequence_number, locked_until)
+        if head is not NotImplemented:
+            return head
+    return _delivery_head(ttl_ms, delivery_count, sequence_number, enqueued_time, enqueue_sequence_number,
+                          locked_until)
 
 
 def encode_message(msg: Message, *, with_lock: bool, lock_token_annotation: bool = False) -> bytes:
@@ -276,22 +296,25 @@ def encode_message(msg: Message, *, with_lock: bool, lock_token_annotation: bool
 
     `lock_token_annotation`: the lock token as the delivery annotation `x-opt-lock-token` too, as Service Bus
     writes it into a message that receive-by-sequence-number returns (the Go SDK reads it from there)."""
-    if msg.annotations:  # the client's annotations, merged with the broker's
-        items = _broker_annotations(msg, with_lock)
-        annotations = dict(zip(items[::2], items[1::2], strict=True))
-        annotations.update((symbol(k), to_amqp(v)) for k, v in msg.annotations.items())
-        encoded_annotations = codec.encode_value(annotations)
-    else:  # the broker's alone: no dict in between
-        encoded_annotations = _encoded_broker_annotations(msg, with_lock)
     ttl = None if msg.time_to_live is None else int(msg.time_to_live * 1000)
-    parts = [codec.encode_header(True, 4, ttl, False, msg.delivery_count)]
-    if lock_token_annotation and msg.lock_token is not None:
-        parts.append(codec.described(codec.DELIVERY_ANNOTATIONS,
-                                     codec.encode_value({symbol(LOCK_TOKEN): msg.lock_token})))
-    parts += [
-        b"\x00\x53" + bytes((codec.MESSAGE_ANNOTATIONS,)) + encoded_annotations,
-        codec.described(codec.PROPERTIES, codec.encode_value(_property_list(msg))),
-    ]
+    if _plain(msg) and not lock_token_annotation:  # the common delivery: its head in one call
+        locked_until = msg.locked_until if with_lock else None
+        parts = [delivery_head(ttl, msg.delivery_count, msg.sequence_number, msg.enqueued_time,
+                               msg.enqueued_sequence_number, locked_until)]
+    else:
+        items = _broker_annotations(msg, with_lock)
+        if msg.annotations:  # the client's annotations, merged with the broker's
+            annotations = dict(zip(items[::2], items[1::2], strict=True))
+            annotations.update((symbol(k), to_amqp(v)) for k, v in msg.annotations.items())
+            encoded_annotations = codec.encode_value(annotations)
+        else:
+            encoded_annotations = encode_map_items(items)
+        parts = [codec.encode_header(True, 4, ttl, False, msg.delivery_count)]
+        if lock_token_annotation and msg.lock_token is not None:
+            parts.append(codec.described(codec.DELIVERY_ANNOTATIONS,
+                                         codec.encode_value({symbol(LOCK_TOKEN): msg.lock_token})))
+        parts.append(b"\x00\x53" + bytes((codec.MESSAGE_ANNOTATIONS,)) + encoded_annotations)
+    parts.append(codec.described(codec.PROPERTIES, codec.encode_value(_property_list(msg))))
     app = msg.application_properties
     if app:
         # what the C codec encodes as it is, to_amqp leaves as it is: no copy converted first

@@ -157,9 +157,12 @@ def _stamped(m, **broker_fields):
 def test_the_fast_annotations_are_the_generic_encoders_bytes(sequence_number, with_lock) -> None:
     m = _stamped(messages.decode_transfer(bytes(Message(body=b"x").encode()))[0], locked_until=1700000060.5)
     m.sequence_number = m.enqueued_sequence_number = sequence_number
-    fast = messages._encoded_broker_annotations(m, with_lock)
-    assert fast == encode_map_items(messages._broker_annotations(m, with_lock))
-    assert {type(v) for v in codec.decode_value(fast).values()} <= {int, timestamp}
+    locked_until = m.locked_until if with_lock else None
+    fast = messages.delivery_head(None, m.delivery_count, m.sequence_number, m.enqueued_time,
+                                  m.enqueued_sequence_number, locked_until)
+    annotations = encode_map_items(messages._broker_annotations(m, with_lock))
+    assert fast == codec.encode_header(True, 4, None, False, m.delivery_count) + b"\x00\x53\x72" + annotations
+    assert {type(v) for v in codec.decode_value(annotations).values()} <= {int, timestamp}
 
 
 def test_broker_annotations_go_out_in_service_bus_types() -> None:

@@ -1,6 +1,7 @@
-"""The C frame scan and lock token (`_speedups.scan_frames`, `lock_token`) against their pure-Python
-references (`compat._scan_frames`, `uuid.UUID(bytes_le=...)`): the same result for any input, whatever the
-reads cut the stream into."""
+"""The C functions of the settlement turn against their pure-Python references: the frame scan
+(`_speedups.scan_frames`, `compat._scan_frames`) whatever the reads cut the stream into, the lock token
+(`lock_token`, `uuid.UUID(bytes_le=...)`) and a delivery's head (`delivery_head`,
+`messages._delivery_head`): the same result for any input, or declined and the reference's outcome."""
 
 from __future__ import annotations
 
@@ -93,3 +94,34 @@ def test_other_tags_are_declined_and_get_the_references_error(native, monkeypatc
     monkeypatch.setattr(messages.values, "_native", native)
     reference = _error_of(lambda: uuid.UUID(bytes_le=tag))
     assert reference is not None and _error_of(lambda: messages.lock_token_of(tag)) is reference
+
+
+_longs = st.integers(-(2**63), 2**63 - 1)
+_times = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(1e9, 2e9), st.integers(0, 2**40))
+_heads = st.tuples(st.none() | st.integers(-5, 2**40), st.integers(-5, 2**33) | st.just(True),
+                   _longs | st.integers(), _times, _longs, st.none() | _times)
+
+
+def _head_outcome(call) -> bytes | type[BaseException]:
+    try:
+        return call()
+    except Exception as exc:
+        return type(exc)
+
+
+@SETTINGS
+@given(_heads)
+def test_delivery_heads_are_the_references_bytes(native, args) -> None:
+    reference = _head_outcome(lambda: messages._delivery_head(*args))
+    found = native.delivery_head(*args)
+    if found is not NotImplemented:
+        assert found == reference
+    else:  # declined: the caller gets the reference's bytes or error
+        assert _head_outcome(lambda: messages.delivery_head(*args)) == reference
+
+
+def test_a_common_delivery_head_is_not_declined(native) -> None:
+    args = (60_000, 0, 12, 1_700_000_000.5, 12, 1_700_000_060.25)
+    assert native.delivery_head(*args) == messages._delivery_head(*args)
+    assert native.delivery_head(None, 300, 2**40, 0.0005, -129, None) == messages._delivery_head(
+        None, 300, 2**40, 0.0005, -129, None)  # ties round to even, as Python's round
