@@ -8,6 +8,7 @@ from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
 from azure.servicebus.exceptions import OperationTimeoutError, SessionCannotBeLockedError
 
 from local_broker.server import BrokerServer
+from local_broker.wire.amqp import endpoint
 from tests.integration.tls_clients import SDK_STACKS, SDK_STACKS_UAMQP_SLOW, sdk_client
 from topology import parse
 
@@ -73,7 +74,9 @@ def test_named_and_next_available_sessions_with_state_and_listing(client) -> Non
             receiver.complete_message(m)
 
 
-def test_next_available_times_out_when_no_session_has_messages(waiting_client) -> None:
+def test_next_available_times_out_when_no_session_has_messages(waiting_client, monkeypatch) -> None:
+    # The broker's default wait (Service Bus's 60 s) cut to 3 s: uAMQP's attach waits it out all the same.
+    monkeypatch.setattr(endpoint, "DEFAULT_SESSION_WAIT_S", 3.0)
     with pytest.raises(OperationTimeoutError), waiting_client.get_queue_receiver(
             "lonely", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1) as rcv:
         rcv.receive_messages(max_message_count=1, max_wait_time=1)
