@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -66,16 +67,19 @@ def _wait_committed(host, count: int) -> None:
 
 def _drain(connection_string: str, sessions: set[str]) -> list:
     """Every message of the session queue, session by session, in each session's order (with a quiet
-    second after each, so a copy too many would show)."""
-    got = []
-    with ServiceBusClient.from_connection_string(connection_string) as client:
-        for session in sorted(sessions):
-            with client.get_queue_receiver("clicks", session_id=session, max_wait_time=1) as receiver:
-                while batch := receiver.receive_messages(max_message_count=100, max_wait_time=1):
-                    for message in batch:
-                        receiver.complete_message(message)
-                    got += batch
-    return got
+    second after each, so a copy too many would show); the sessions at once, each on a client of its own."""
+    def session_messages(session: str) -> list:
+        got = []
+        with ServiceBusClient.from_connection_string(connection_string) as client, \
+                client.get_queue_receiver("clicks", session_id=session, max_wait_time=1) as receiver:
+            while batch := receiver.receive_messages(max_message_count=100, max_wait_time=1):
+                for message in batch:
+                    receiver.complete_message(message)
+                got += batch
+        return got
+
+    with ThreadPoolExecutor(len(sessions)) as pool:
+        return [message for got in pool.map(session_messages, sorted(sessions)) for message in got]
 
 
 def test_records_become_messages_once_in_key_order_and_a_replay_adds_nothing(
