@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
@@ -55,8 +56,12 @@ def test_every_property_replicated_sessions_in_order_and_audited(tmp_path, count
         with functions_host(settings):
             timeout = 60 + count / 50
             per_session = collections.Counter(s.fields["session_id"] for _, s in session_sent)
-            session_replicas = drain_queue_sessions(settings["SECONDARY"], "sessions", per_session, timeout)
-            keyed_replicas = drain_subscription(settings["SECONDARY"], "events", "check", half, timeout)
+            with ThreadPoolExecutor(2) as pool:  # both replicated side by side, so both drained at once
+                sessions = pool.submit(drain_queue_sessions, settings["SECONDARY"], "sessions", per_session,
+                                       timeout)
+                keyed = pool.submit(drain_subscription, settings["SECONDARY"], "events", "check", half,
+                                    timeout)
+                session_replicas, keyed_replicas = sessions.result(), keyed.result()
     assert len(session_replicas) == half and len(keyed_replicas) == half
     assert {r.message_id for r in session_replicas + keyed_replicas} == set(sent)
     problems = [p for r in session_replicas for p in mismatches(sent, r, source="primary/sessions")]
