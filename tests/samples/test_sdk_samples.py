@@ -31,7 +31,7 @@ SAMPLES = [  # a representative set for every run
     "receive_deferred_message_queue", "deadletter_messages_and_correct", "session_send_receive",
     "topic_subscription_with_rule_operations", "mgmt_rule", "send_and_receive_amqp_annotated_message",
 ]
-SLOW_SAMPLES = [  # the rest, in CI (`make test-all`): about 80 s together
+SLOW_SAMPLES = [  # the rest, in CI (`make test-all`): about 60 s together
     "auto_lock_renew", "send_queue", "receive_queue", "receive_peek", "receive_deadlettered_messages",
     "schedule_messages_and_cancellation", "session_pool_receive", "list_sessions", "send_topic",
     "receive_subscription", "schedule_topic_messages_and_cancellation", "mgmt_queue", "mgmt_topic",
