@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
@@ -171,7 +172,9 @@ def test_an_applied_all_active_topology_delivers_every_message_everywhere_once(s
             with ServiceBusClient.from_connection_string(strings[n.upper()]) as client, \
                     client.get_topic_sender("events") as sender:
                 sender.send_messages([ServiceBusMessage(b"x", message_id=f"{n}-{i}") for i in range(10)])
-        received = {n: receive_all(strings[n.upper()], expected=30) for n in names}
+        with ThreadPoolExecutor(len(names)) as pool:  # each namespace's consumer at once
+            consumed = pool.map(lambda n: receive_all(strings[n.upper()], expected=30), names)
+            received = dict(zip(names, consumed, strict=True))
     finally:
         host.terminate()
         host.wait(30)
