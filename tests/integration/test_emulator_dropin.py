@@ -14,6 +14,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -184,13 +185,16 @@ def test_two_brokers_from_files_that_fix_only_amqp_and_admin_ports_run_side_by_s
         namespaces = [broker.wait_ready() for broker in brokers]  # started together, both ready
         tls_ports = {namespace[kind] for namespace in namespaces for kind in ("amqps_port", "websocket_port")}
         assert len(tls_ports) == 4 and not tls_ports & {5671, 5443}
-        for namespace in namespaces:
+        def serves(namespace: dict) -> None:
             round_trip(namespace["emulator_connection_string"], "q", namespace["namespace"])
             with ServiceBusClient.from_connection_string(
                     namespace["amqps_connection_string"], connection_verify=namespace["cert_path"],
                     custom_endpoint_address=f"sb://localhost:{namespace['amqps_port']}",
                     transport_type=TransportType.Amqp, retry_total=0) as client:
                 round_trip_on(client, "q", f"{namespace['namespace']} over AMQPS")
+
+        with ThreadPoolExecutor(len(namespaces)) as pool:  # both brokers serve at once
+            list(pool.map(serves, namespaces))
     finally:
         for broker in brokers:
             broker.stop()
