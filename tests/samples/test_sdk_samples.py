@@ -47,10 +47,13 @@ def _entities(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def samples(pytestconfig) -> Path:
-    """The sync samples of the installed azure-servicebus, from its source distribution on PyPI (cached)."""
+def samples() -> Path:
+    """The sync samples of the installed azure-servicebus, from its source distribution on PyPI, cached as
+    Kafka and Artemis are ($SBFED_CACHE, default ~/.cache/sbfed): fetched once a machine, not once a clone."""
     release = version("azure-servicebus")
-    cache = Path(pytestconfig.cache.mkdir(f"azure-servicebus-{release}-samples"))
+    cache = Path(os.environ.get("SBFED_CACHE") or Path.home() / ".cache" / "sbfed") / \
+        f"azure-servicebus-{release}-samples"
+    cache.mkdir(parents=True, exist_ok=True)
     folder = cache / f"azure_servicebus-{release}" / "samples" / "sync_samples"
     if not folder.is_dir():
         subprocess.run([sys.executable, "-m", "pip", "download", f"azure-servicebus=={release}", "--no-deps",
