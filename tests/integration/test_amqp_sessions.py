@@ -33,7 +33,7 @@ def client(broker, request):
 @pytest.fixture(scope="module", params=SDK_STACKS_UAMQP_SLOW)
 def waiting_client(broker, request):
     """uAMQP-C sends no `com.microsoft:timeout` on a next-available attach: it waits out the broker's default
-    (60 s, Service Bus's operation timeout) where pyamqp asks for its max_wait_time."""
+    (60 s, Service Bus's operation timeout; the test cuts it) where pyamqp asks for its max_wait_time."""
     with sdk_client(broker, request.param, "sessions", retry_total=0) as sb:
         yield sb
 
