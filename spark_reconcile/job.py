@@ -57,11 +57,11 @@ def run(spark: SparkSession, settings: Settings) -> dict:
 
     # Grouped records cached once and counted for the inventory (records, malformed, watermarks) and the
     # source's capture gaps; then one row per comparison and key, classified, cached.
-    grouped = grouped_records(spark, settings).persist(session.cache_level(spark))
     with session.sql_settings(spark, session.GROUPING_SETTINGS):
-        # The setting applies to every aggregation of the query it plans: the cache is built on its own
-        # under it, so that the inventory's aggregation runs partial (no shuffle of every key).
-        grouped.count()
+        # The setting applies to every aggregation of the query it plans: the cached plan is planned under
+        # it when persisted, and the inventory's own aggregation outside it runs partial (no shuffle of every
+        # key). The inventory's query builds the cache: no job of its own (a count added two).
+        grouped = grouped_records(spark, settings).persist(session.cache_level(spark))
     found = inventory(spark, grouped, settings)
     phases.done("group_inventory")
 
