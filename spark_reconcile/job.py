@@ -35,18 +35,18 @@ def grouped_records(spark: SparkSession, settings: Settings) -> DataFrame:
     return classify.group(classify.with_roles(logs, settings), settings)
 
 
-def inventory(spark: SparkSession, grouped: DataFrame, settings: Settings) -> metrics.Inventory:
+def inventory(grouped: DataFrame, settings: Settings) -> metrics.Inventory:
     """Records, malformed records, watermarks and (replica mode) the source's capture gaps."""
     targets = [c.target for c in classify.roles(settings).comparisons]
     window = tuple(None if t is None else to_micros(t) for t in (settings.window.start, settings.window.end))
     source = settings.source if settings.mode == "replica" else None
-    return metrics.inventory(grouped, settings.tags(), targets, source, window, spark)
+    return metrics.inventory(grouped, settings.tags(), targets, source, window)
 
 
 def classified_keys(grouped: DataFrame, found: metrics.Inventory, settings: Settings) -> DataFrame:
     """One row per comparison and message key with its status, lag and duplicate counts (not cached)."""
     keyed = classify.per_comparison(classify.merge(grouped, settings), settings)
-    return classify.classify(keyed, found.frame, found.sent_logs, settings)
+    return classify.classify(keyed, found.watermark, found.sent_logs, settings)
 
 
 def run(spark: SparkSession, settings: Settings) -> dict:
@@ -62,7 +62,7 @@ def run(spark: SparkSession, settings: Settings) -> dict:
         # it when persisted, and the inventory's own aggregation outside it runs partial (no shuffle of every
         # key). The inventory's query builds the cache: no job of its own (a count added two).
         grouped = grouped_records(spark, settings).persist(session.cache_level(spark))
-    found = inventory(spark, grouped, settings)
+    found = inventory(grouped, settings)
     phases.done("group_inventory")
 
     classified = classified_keys(grouped, found, settings).persist(session.cache_level(spark))
