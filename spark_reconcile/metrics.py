@@ -182,30 +182,48 @@ LEVELS = {"target": ("target",), "entity": ("target", "entity"), "hour": ("targe
 def percentiles(cube_rows: list[dict]) -> dict[str, dict[tuple, LagStats]]:
     """Lag percentiles per level (overall, per entity, per hour, per entity and hour): merge the delivered
     messages' buckets per level key, then pick the bucket holding each nearest-rank percentile (its middle,
-    clamped to the exact min and max)."""
-    merged: dict[str, dict[tuple, dict]] = {name: {} for name in LEVELS}
+    clamped to the exact min and max). The cube's rows are merged once into the finest level, whose
+    histograms the coarser levels merge (counts are sums, max and min are exact: the same in any order)."""
+    finest: dict[tuple, list] = {}  # (target, entity, hour_us) -> [{bucket: messages}, max, min]
     for r in cube_rows:
-        if r["bucket"] is None:
+        bucket = r["bucket"]
+        if bucket is None:
             continue
-        for name, kept in LEVELS.items():
-            h = merged[name].setdefault(tuple(r[c] for c in kept), {"n": {}, "mx": r["lag_max"],
-                                                                    "mn": r["lag_min"]})
-            h["n"][r["bucket"]] = h["n"].get(r["bucket"], 0) + r["n"]
-            h["mx"], h["mn"] = max(h["mx"], r["lag_max"]), min(h["mn"], r["lag_min"])
-    out: dict[str, dict[tuple, LagStats]] = {name: {} for name in LEVELS}
-    for name, histograms in merged.items():
-        for key, h in histograms.items():
-            total = sum(h["n"].values())
-            ranks = {q: math.ceil(total * level) for q, level in QUANTILES.items()}
-            picks: dict[str, float] = {}
-            seen = 0
-            for bucket in sorted(h["n"]):
-                seen += h["n"][bucket]
-                for q, rank in ranks.items():
-                    if q not in picks and seen >= rank:
-                        picks[q] = min(max(bucket_value(bucket), h["mn"]), h["mx"])
-            out[name][key] = LagStats(count=total, max=h["mx"], min=h["mn"], **picks)
-    return out
+        key = (r["target"], r["entity"], r["hour_us"])
+        h = finest.get(key)
+        if h is None:
+            finest[key] = h = [{}, r["lag_max"], r["lag_min"]]
+        else:
+            h[1], h[2] = max(h[1], r["lag_max"]), min(h[2], r["lag_min"])
+        h[0][bucket] = h[0].get(bucket, 0) + r["n"]
+    merged: dict[str, dict[tuple, list]] = {"entity_hour": finest}
+    positions = {"target": (0,), "entity": (0, 1), "hour": (0, 2)}
+    for name, kept in positions.items():
+        level: dict[tuple, list] = merged.setdefault(name, {})
+        for key, (n, mx, mn) in finest.items():
+            h = level.get(coarse := tuple(key[i] for i in kept))
+            if h is None:
+                level[coarse] = [dict(n), mx, mn]
+                continue
+            h[1], h[2] = max(h[1], mx), min(h[2], mn)
+            counts = h[0]
+            for bucket, messages in n.items():
+                counts[bucket] = counts.get(bucket, 0) + messages
+    return {name: {key: _stats(*merged[name][key]) for key in merged[name]} for name in LEVELS}
+
+
+def _stats(buckets: dict[int, int], mx: float, mn: float) -> LagStats:
+    """The nearest-rank percentiles of one histogram: each the middle of the bucket holding its rank."""
+    total = sum(buckets.values())
+    ranks = {q: math.ceil(total * level) for q, level in QUANTILES.items()}
+    picks: dict[str, float] = {}
+    seen = 0
+    for bucket in sorted(buckets):
+        seen += buckets[bucket]
+        for q, rank in ranks.items():
+            if q not in picks and seen >= rank:
+                picks[q] = min(max(bucket_value(bucket), mn), mx)
+    return LagStats(count=total, max=mx, min=mn, **picks)
 
 
 def lag_histogram(cube_rows: list[dict]) -> dict[str, list[tuple[int, int]]]:
