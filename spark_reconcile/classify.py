@@ -258,9 +258,9 @@ def _origin(c: Comparison, settings: Settings) -> Column:
     return F.coalesce(*[F.when(index == i, F.lit(t)) for i, t in enumerate(settings.tags(), 1)])
 
 
-def classify(rows: DataFrame, watermarks: DataFrame, sent_logs: set[str], settings: Settings,
+def classify(rows: DataFrame, watermark: Column, sent_logs: set[str], settings: Settings,
              horizon_us: int | None = None) -> DataFrame:
-    """Add status, lag and duplicate counts; `watermarks` holds (target, entity, wm_us), broadcast;
+    """Add status, lag and duplicate counts; `watermark` is a row's wm_us (metrics.watermark_column);
     `sent_logs` are the targets whose logs hold `sent` records (originals there are checked against them).
 
     With `horizon_us` (the follow mode's lookahead) a key is judged as of the moment its fate became final,
@@ -268,7 +268,8 @@ def classify(rows: DataFrame, watermarks: DataFrame, sent_logs: set[str], settin
     reached it, so the verdict does not depend on how far the logs had come when it was given."""
     grace_us = int(settings.grace.total_seconds() * _US_PER_S)
     skew_us = int(settings.skew.total_seconds() * _US_PER_S)
-    w = rows.join(F.broadcast(watermarks), ["target", "entity"], "left")
+    w = rows.select("target", "entity", *[c for c in rows.columns if c not in ("target", "entity")],
+                    watermark.alias("wm_us"))
     p_us = F.unix_micros(F.col("p_time"))
     first_us = F.unix_micros(F.col("s_first"))
     # Lag from the first copy: its own repl-enqueued-time stamp, else the source's enqueue time.

@@ -80,8 +80,7 @@ class MicroBatch:
         s = self.settings
         p = latest_progress(self.spark, self.where["progress"], before=batch_id)
         new = classify.group(classify.with_roles(batch, s), s).persist(StorageLevel.MEMORY_AND_DISK)
-        found = metrics.inventory(new, s.tags(), [c.target for c in self.comparisons], None, (None, None),
-                                  self.spark)
+        found = metrics.inventory(new, s.tags(), [c.target for c in self.comparisons], None, (None, None))
         latest = new.where(F.col("entity").isNotNull()).agg(
             *[F.unix_micros(F.max(f"seen__{t}")).alias(t) for t in s.tags()]).first().asDict()
         p.add(found, latest)
@@ -121,10 +120,10 @@ class MicroBatch:
         written before."""
         s = self.settings
         ceiling = {c.target: p.reached(comparison_logs(c, s)) for c in self.comparisons}
-        frame = metrics.watermark_frame(self.spark, p.watermarks(), p.entities,
-                                        [c.target for c in self.comparisons], ceiling)
-        judged = classify.classify(classify.per_comparison(keyed, s, keep=(_DONE,)), frame, set(p.sent_logs),
-                                   s, horizon_us=self.horizon_us)
+        watermark = metrics.watermark_column(p.watermarks(), p.entities, [c.target for c in self.comparisons],
+                                             ceiling)
+        judged = classify.classify(classify.per_comparison(keyed, s, keep=(_DONE,)), watermark,
+                                   set(p.sent_logs), s, horizon_us=self.horizon_us)
         return judged.withColumn("_decided", F.col("final") & ~_written())
 
     def _write_verdicts(self, decided: DataFrame, batch_id: int, now_us: int) -> list[dict]:

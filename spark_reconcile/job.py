@@ -35,34 +35,27 @@ def grouped_records(spark: SparkSession, settings: Settings) -> DataFrame:
     return classify.group(classify.with_roles(logs, settings), settings)
 
 
-def inventory(spark: SparkSession, grouped: DataFrame, settings: Settings) -> metrics.Inventory:
+def inventory(grouped: DataFrame, settings: Settings) -> metrics.Inventory:
     """Records, malformed records, watermarks and (replica mode) the source's capture gaps."""
     targets = [c.target for c in classify.roles(settings).comparisons]
     window = tuple(None if t is None else to_micros(t) for t in (settings.window.start, settings.window.end))
     source = settings.source if settings.mode == "replica" else None
-    return metrics.inventory(grouped, settings.tags(), targets, source, window, spark)
+    return metrics.inventory(grouped, settings.tags(), targets, source, window)
 
 
 def classified_keys(grouped: DataFrame, found: metrics.Inventory, settings: Settings) -> DataFrame:
     """One row per comparison and message key with its status, lag and duplicate counts (not cached)."""
     keyed = classify.per_comparison(classify.merge(grouped, settings), settings)
-    return classify.classify(keyed, found.frame, found.sent_logs, settings)
+    return classify.classify(keyed, found.watermark, found.sent_logs, settings)
 
 
-def run(spark: SparkSession, settings: Settings) -> dict:
-    phases = _Phases()
-    now_us = to_micros(settings.now or datetime.now(UTC))
+def _measured(spark: SparkSession, settings: Settings, grouped: DataFrame,
+              phases: _Phases) -> tuple[summary.Collected, outputs.Details]:
+    """Every pass over the two caches: inventory, classification and cube, percentiles, the out-of-order
+    walk, the detail tables and their samples."""
     comparisons = classify.roles(settings).comparisons
     exactly_once = settings.mode == "exactly-once"
-
-    # Grouped records cached once and counted for the inventory (records, malformed, watermarks) and the
-    # source's capture gaps; then one row per comparison and key, classified, cached.
-    grouped = grouped_records(spark, settings).persist(session.cache_level(spark))
-    with session.sql_settings(spark, session.GROUPING_SETTINGS):
-        # The setting applies to every aggregation of the query it plans: the cache is built on its own
-        # under it, so that the inventory's aggregation runs partial (no shuffle of every key).
-        grouped.count()
-    found = inventory(spark, grouped, settings)
+    found = inventory(grouped, settings)
     phases.done("group_inventory")
 
     classified = classified_keys(grouped, found, settings).persist(session.cache_level(spark))
@@ -88,6 +81,24 @@ def run(spark: SparkSession, settings: Settings) -> dict:
                              source_gaps=found.source_gaps,
                              watermarks=found.watermarks, malformed=found.malformed, records=found.records,
                              sent_logs=found.sent_logs, samples=samples)
+    return data, details
+
+
+def run(spark: SparkSession, settings: Settings) -> dict:
+    phases = _Phases()
+    now_us = to_micros(settings.now or datetime.now(UTC))
+    comparisons = classify.roles(settings).comparisons
+
+    # Grouped records cached once and counted for the inventory (records, malformed, watermarks) and the
+    # source's capture gaps; then one row per comparison and key, classified, cached.
+    with session.sql_settings(spark, session.GROUPING_SETTINGS):
+        # The setting applies to every aggregation of the query it plans: the cached plan is planned under
+        # it when persisted, and the inventory's own aggregation outside it runs partial (no shuffle of every
+        # key). The inventory's query builds the cache: no job of its own (a count added two).
+        grouped = grouped_records(spark, settings).persist(session.cache_level(spark))
+    with session.sql_settings(spark, session.PASS_SETTINGS):
+        data, details = _measured(spark, settings, grouped, phases)
+
     paths = {"details": details.path, "summary": f"{settings.out}/summary.json",
              "report": f"{settings.out}/report.html"}
     engine = {"name": "pyspark", "version": spark.version, "master": spark.sparkContext.master,

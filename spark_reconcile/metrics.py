@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 BUCKET_RATIO = 1.02
 _FLOOR_MS = 0.001  # lags are whole microseconds
@@ -32,17 +31,17 @@ class Inventory:
     malformed: dict[str, int]
     sent_logs: set[str]  # targets whose logs hold `sent` records (replica mode)
     watermarks: dict[tuple[str, str], int]  # (target, entity) -> latest arrival, epoch micros, as found
-    frame: DataFrame  # (target, entity, wm_us) for every entity, for the classification join
+    watermark: Column  # wm_us of a (target, entity) row, for the classification
     source_gaps: list[dict]
     entities: list[str]
 
 
 def inventory(grouped: DataFrame, tags: list[str], targets: list[str], source: str | None,
-              window: tuple[int | None, int | None], spark: SparkSession) -> Inventory:
+              window: tuple[int | None, int | None]) -> Inventory:
     """One pass over the grouped records (no second read of the logs): records per log, malformed records
     (NULL entity), `sent` records per target log, each target's latest arrival per entity and, in replica
     mode (`source`), the SequenceNumber gaps in the source log itself. An entity a target never saw gets the
-    target's overall watermark in `frame`, so a silent entity still turns old messages into gaps."""
+    target's overall watermark in `watermark`, so a silent entity still turns old messages into gaps."""
     sent = [t for t in targets if f"s_sent__{t}" in grouped.columns]
     gap = _gap_partition(source, *window)
     found = (grouped.groupBy("entity", gap.alias("partition"))
@@ -65,14 +64,17 @@ def inventory(grouped: DataFrame, tags: list[str], targets: list[str], source: s
     gaps = sorted(({"entity": r.entity, "partition": r.partition, "messages": r.messages, "first": r["first"],
                     "last": r["last"], "gaps": r["last"] - r["first"] + 1 - r.messages}
                    for r in found if r.partition is not None), key=lambda g: (g["entity"], g["partition"]))
-    return Inventory(records, malformed, sent_logs, marks, watermark_frame(spark, marks, entities, targets),
-                     gaps, entities)
+    return Inventory(records, malformed, sent_logs, marks, watermark_column(marks, entities, targets), gaps,
+                     entities)
 
 
-def watermark_frame(spark: SparkSession, marks: dict[tuple[str, str], int], entities: list[str],
-                    targets: list[str], ceiling: dict[str, int | None] | None = None) -> DataFrame:
-    """(target, entity, wm_us) for every entity: its own watermark, else the target's overall one; `ceiling`
-    caps a target's watermarks (None: nothing of it is known yet)."""
+def watermark_column(marks: dict[tuple[str, str], int], entities: list[str], targets: list[str],
+                     ceiling: dict[str, int | None] | None = None) -> Column:
+    """wm_us of a row's (target, entity), known entities only: its own watermark, else the target's overall
+    one; `ceiling` caps a target's watermarks (None: nothing of it is known yet).
+
+    A map literal in the plan, looked up per row: a joined frame of watermarks costs a broadcast, which AQE
+    runs as a Spark job of its own (and a Python list as a frame would start Python workers)."""
     overall = {t: max((wm for (tt, _), wm in marks.items() if tt == t), default=None) for t in targets}
 
     def capped(t: str, wm: int | None) -> int | None:
@@ -80,14 +82,13 @@ def watermark_frame(spark: SparkSession, marks: dict[tuple[str, str], int], enti
             return wm
         return None if ceiling.get(t) is None else min(wm, ceiling[t])
 
-    schema = T.StructType([T.StructField("target", T.StringType()), T.StructField("entity", T.StringType()),
-                           T.StructField("wm_us", T.LongType())])
-    # Literals in the plan, not createDataFrame: a Python list becomes a Python RDD, whose job starts Python
-    # workers (measured: a 2-task stage of ~5 s on the loaded 2-core machine).
-    used = [F.struct(F.lit(t).alias("target"), F.lit(e).alias("entity"),
-                     F.lit(capped(t, marks.get((t, e), overall[t]))).cast("long").alias("wm_us"))
-            for t in targets for e in entities]
-    return spark.range(1).select(F.inline(F.array(*used).cast(T.ArrayType(schema))))
+    if not entities or not targets:
+        return F.lit(None).cast("long")
+    per_target = [part for t in targets for part in (
+        F.lit(t), F.create_map(*[v for e in entities
+                                 for v in (F.lit(e), F.lit(capped(t, marks.get((t, e), overall[t]))))]))]
+    found = F.create_map(*per_target).cast("map<string,map<string,bigint>>")
+    return F.try_element_at(F.try_element_at(found, F.col("target")), F.col("entity"))
 
 
 def _gap_partition(source: str | None, start: int | None, end: int | None) -> Column:
@@ -181,30 +182,48 @@ LEVELS = {"target": ("target",), "entity": ("target", "entity"), "hour": ("targe
 def percentiles(cube_rows: list[dict]) -> dict[str, dict[tuple, LagStats]]:
     """Lag percentiles per level (overall, per entity, per hour, per entity and hour): merge the delivered
     messages' buckets per level key, then pick the bucket holding each nearest-rank percentile (its middle,
-    clamped to the exact min and max)."""
-    merged: dict[str, dict[tuple, dict]] = {name: {} for name in LEVELS}
+    clamped to the exact min and max). The cube's rows are merged once into the finest level, whose
+    histograms the coarser levels merge (counts are sums, max and min are exact: the same in any order)."""
+    finest: dict[tuple, list] = {}  # (target, entity, hour_us) -> [{bucket: messages}, max, min]
     for r in cube_rows:
-        if r["bucket"] is None:
+        bucket = r["bucket"]
+        if bucket is None:
             continue
-        for name, kept in LEVELS.items():
-            h = merged[name].setdefault(tuple(r[c] for c in kept), {"n": {}, "mx": r["lag_max"],
-                                                                    "mn": r["lag_min"]})
-            h["n"][r["bucket"]] = h["n"].get(r["bucket"], 0) + r["n"]
-            h["mx"], h["mn"] = max(h["mx"], r["lag_max"]), min(h["mn"], r["lag_min"])
-    out: dict[str, dict[tuple, LagStats]] = {name: {} for name in LEVELS}
-    for name, histograms in merged.items():
-        for key, h in histograms.items():
-            total = sum(h["n"].values())
-            ranks = {q: math.ceil(total * level) for q, level in QUANTILES.items()}
-            picks: dict[str, float] = {}
-            seen = 0
-            for bucket in sorted(h["n"]):
-                seen += h["n"][bucket]
-                for q, rank in ranks.items():
-                    if q not in picks and seen >= rank:
-                        picks[q] = min(max(bucket_value(bucket), h["mn"]), h["mx"])
-            out[name][key] = LagStats(count=total, max=h["mx"], min=h["mn"], **picks)
-    return out
+        key = (r["target"], r["entity"], r["hour_us"])
+        h = finest.get(key)
+        if h is None:
+            finest[key] = h = [{}, r["lag_max"], r["lag_min"]]
+        else:
+            h[1], h[2] = max(h[1], r["lag_max"]), min(h[2], r["lag_min"])
+        h[0][bucket] = h[0].get(bucket, 0) + r["n"]
+    merged: dict[str, dict[tuple, list]] = {"entity_hour": finest}
+    positions = {"target": (0,), "entity": (0, 1), "hour": (0, 2)}
+    for name, kept in positions.items():
+        level: dict[tuple, list] = merged.setdefault(name, {})
+        for key, (n, mx, mn) in finest.items():
+            h = level.get(coarse := tuple(key[i] for i in kept))
+            if h is None:
+                level[coarse] = [dict(n), mx, mn]
+                continue
+            h[1], h[2] = max(h[1], mx), min(h[2], mn)
+            counts = h[0]
+            for bucket, messages in n.items():
+                counts[bucket] = counts.get(bucket, 0) + messages
+    return {name: {key: _stats(*merged[name][key]) for key in merged[name]} for name in LEVELS}
+
+
+def _stats(buckets: dict[int, int], mx: float, mn: float) -> LagStats:
+    """The nearest-rank percentiles of one histogram: each the middle of the bucket holding its rank."""
+    total = sum(buckets.values())
+    ranks = {q: math.ceil(total * level) for q, level in QUANTILES.items()}
+    picks: dict[str, float] = {}
+    seen = 0
+    for bucket in sorted(buckets):
+        seen += buckets[bucket]
+        for q, rank in ranks.items():
+            if q not in picks and seen >= rank:
+                picks[q] = min(max(bucket_value(bucket), mn), mx)
+    return LagStats(count=total, max=mx, min=mn, **picks)
 
 
 def lag_histogram(cube_rows: list[dict]) -> dict[str, list[tuple[int, int]]]:

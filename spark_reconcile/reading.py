@@ -221,5 +221,6 @@ def _try_cast(value: Column, kind: T.DataType) -> Column:
 
 
 def _first_hop(stamp: Column) -> Column:
-    """`repl-*` stamps are `;`-joined per hop; the first value is the origin's."""
-    return F.nullif(F.trim(F.split(stamp, ";").getItem(0)), F.lit(""))
+    """`repl-*` stamps are `;`-joined per hop; the first value is the origin's (the text before the first `;`,
+    without splitting the stamp into an array of every hop)."""
+    return F.nullif(F.trim(F.substring_index(stamp, ";", 1)), F.lit(""))

@@ -32,6 +32,12 @@ SQL_SETTINGS = {
 GROUPING_SETTINGS = {"spark.sql.execution.bypassPartialAggregation": "true"}
 
 
+# For the passes over the two caches (job.run): without adaptive execution a cache is built inside the tasks
+# of the first query that scans it, and a query's stages run as one Spark job; adaptive execution makes the
+# cache and every shuffle a query stage of its own, each a job (planned and scheduled on its own).
+PASS_SETTINGS = {"spark.sql.adaptive.enabled": "false"}
+
+
 @contextlib.contextmanager
 def sql_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """SQL settings for the queries run inside the block, the previous values restored after it."""

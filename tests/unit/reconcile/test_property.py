@@ -148,7 +148,7 @@ def spark_outcomes(spark, logs: dict[str, list[str]], mode: str, options: list[s
             args += ["--log", f"{tag}={folder}"]
         s = cli.settings_from(cli.parser().parse_args(args))
         grouped = job.grouped_records(spark, s).persist()
-        found = job.inventory(spark, grouped, s)
+        found = job.inventory(grouped, s)
         rows = job.classified_keys(grouped, found, s).collect()
         grouped.unpersist()
     keys = ("entity", "message_id", "partition_key") if s.use_partition_key else ("entity", "message_id")
