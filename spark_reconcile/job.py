@@ -96,7 +96,7 @@ def run(spark: SparkSession, settings: Settings) -> dict:
         # it when persisted, and the inventory's own aggregation outside it runs partial (no shuffle of every
         # key). The inventory's query builds the cache: no job of its own (a count added two).
         grouped = grouped_records(spark, settings).persist(session.cache_level(spark))
-    with session.sql_settings(spark, session.PASS_SETTINGS):
+    with session.sql_settings(spark, session.pass_settings(spark)):
         data, details = _measured(spark, settings, grouped, phases)
 
     paths = {"details": details.path, "summary": f"{settings.out}/summary.json",

@@ -35,7 +35,14 @@ GROUPING_SETTINGS = {"spark.sql.execution.bypassPartialAggregation": "true"}
 # For the passes over the two caches (job.run): without adaptive execution a cache is built inside the tasks
 # of the first query that scans it, and a query's stages run as one Spark job; adaptive execution makes the
 # cache and every shuffle a query stage of its own, each a job (planned and scheduled on its own).
+# Only for a job in one local JVM: on a cluster, adaptive execution's partition coalescing and skew handling
+# in the walk's shuffle are worth the extra jobs, and the user's own settings decide.
 PASS_SETTINGS = {"spark.sql.adaptive.enabled": "false"}
+
+
+def pass_settings(spark: SparkSession) -> dict[str, str]:
+    """PASS_SETTINGS for a local master, none on a cluster."""
+    return PASS_SETTINGS if spark.sparkContext.master.startswith("local") else {}
 
 
 @contextlib.contextmanager
