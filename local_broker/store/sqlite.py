@@ -147,13 +147,13 @@ _ROW = (
 _FROM = "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid"
 
 
-# The content fields a payload's `data` holds, in order (body, annotations and properties apart).
+# A content's fields (body, annotations and properties apart) in the order rows before schema 7 hold them
+# and _set_data sets them.
 _DATA_NAMES = (
     "message_id", "correlation_id", "session_id", "reply_to_session_id", "partition_key", "via_partition_key",
     "subject", "to", "reply_to", "content_type", "time_to_live", "scheduled_enqueue_time",
     "enqueued_sequence_number", "dead_letter_source", "partition_id", "hop_count",
 )
-_DATA_FIELDS = attrgetter(*_DATA_NAMES)
 
 
 def _data_setter() -> Any:
