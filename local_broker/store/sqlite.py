@@ -41,7 +41,7 @@ import time
 import uuid
 import weakref
 import zlib
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -147,13 +147,13 @@ _ROW = (
 _FROM = "FROM messages m LEFT JOIN message_states s ON s.uid = m.uid"
 
 
-# The content fields a payload's `data` holds, in order (body, annotations and properties apart).
+# A content's fields (body, annotations and properties apart) in the order rows before schema 7 hold them
+# and _set_data sets them.
 _DATA_NAMES = (
     "message_id", "correlation_id", "session_id", "reply_to_session_id", "partition_key", "via_partition_key",
     "subject", "to", "reply_to", "content_type", "time_to_live", "scheduled_enqueue_time",
     "enqueued_sequence_number", "dead_letter_source", "partition_id", "hop_count",
 )
-_DATA_FIELDS = attrgetter(*_DATA_NAMES)
 
 
 def _data_setter() -> Any:
@@ -168,10 +168,41 @@ def _data_setter() -> Any:
 _set_data = _data_setter()
 
 
+# A content as stored (a payload's `data`, a row's record[8]), since schema 7: the fields every message has
+# (_ALWAYS: its message id, stamped by the broker, its enqueued sequence number and hop count, and its
+# application properties), then, only if the content has any of them, a list of all the others (_OTHERS, then
+# annotations and AMQP properties). A send's content is mostly absent fields, and the JSON encoder's cost
+# is per value, a null's as much as a string's. Rows written before hold all the fields in _DATA_NAMES'
+# order, then annotations, application properties and AMQP properties (18 fields before those).
+_ALWAYS = ("message_id", "enqueued_sequence_number", "hop_count")
+_OTHERS = tuple(name for name in _DATA_NAMES if name not in _ALWAYS)
+_ALWAYS_FIELDS = attrgetter(*_ALWAYS)
+_OTHER_FIELDS = attrgetter(*_OTHERS, "annotations", "amqp_properties")
+_NO_OTHERS = (None,) * (len(_OTHERS) + 2)
+# A stored content's fields from [*_ALWAYS, properties, *_OTHERS, annotations, AMQP properties] to the
+# older rows' order.
+_OLD_ORDER = itemgetter(*[(*_ALWAYS, "properties", *_OTHERS, "annotations", "amqp_properties").index(name)
+                          for name in (*_DATA_NAMES, "annotations", "properties", "amqp_properties")])
+
+
 def _content(c: MessageContent, properties: dict[str, Any]) -> list[Any]:
-    """A payload's `data` (as a list): the content fields (body apart) and the application properties."""
-    return [*_DATA_FIELDS(c), encode_properties(c.annotations), encode_properties(properties),
-            encode_properties(c.amqp_properties)]
+    """A stored content (see above): its fields but the body, with `properties` as its application
+    properties."""
+    others = _OTHER_FIELDS(c)
+    content = [*_ALWAYS_FIELDS(c), encode_properties(properties)]
+    if others != _NO_OTHERS:
+        *fields, annotations, amqp_properties = others
+        content.append([*fields, encode_properties(annotations), encode_properties(amqp_properties)])
+    return content
+
+
+def _fields(d: list[Any]) -> Any:
+    """A stored content's fields in the older rows' order (see above), absent ones None."""
+    if len(d) == 4:
+        return _OLD_ORDER([*d, *_NO_OTHERS])
+    if len(d) == 5:
+        return _OLD_ORDER([*d[:4], *d[4]])
+    return d if len(d) == 19 else [*d, None]  # written before schema 7 (18: before AMQP properties)
 
 
 def _record(delivery_count: int, state: int, locked_until: float | None, lock_token: bytes | None,
@@ -220,12 +251,13 @@ def _stored_content(payload: int, d: list[Any], body: bytes) -> MessageContent:
     c = _new(MessageContent)
     c.shared = False
     c.payload = payload
-    properties = decode_properties(d[17])
+    f = _fields(d)
+    properties = decode_properties(f[17])
     c.payload_properties = {} if properties is None else properties
     c.body = body
-    c.annotations = decode_properties(d[16])
-    c.amqp_properties = decode_properties(d[18]) if len(d) > 18 else None  # older rows end at 18
-    _set_data(c, d[:16])
+    c.annotations = decode_properties(f[16])
+    c.amqp_properties = decode_properties(f[18])
+    _set_data(c, f[:16])
     return c
 
 

@@ -32,6 +32,7 @@ from local_broker.engine import (
     SubscriptionProperties,
     TopicProperties,
 )
+from local_broker.engine.message import CONTENT_FIELDS
 from local_broker.store import ChangeSet, SqliteStore, sqlite
 
 V2_FIXTURE = Path(__file__).parent / "fixtures" / "namespace-v2.db"
@@ -390,8 +391,11 @@ def record_times(path: Path, message_id: str) -> list[Any]:
     """A message row's record times as stored: locked until, enqueued time, expires at."""
     db = sqlite3.connect(path)
     try:
-        (text,) = db.execute("SELECT record FROM messages WHERE json_extract(record, '$[8][0]') = ?",
-                             (message_id,)).fetchone()
+        (text,) = db.execute(  # its content's first field: schema 7 puts which fields it has before it
+            "SELECT record FROM messages "
+            "WHERE ? IN (json_extract(record, '$[8][0]'), json_extract(record, '$[8][1]'))",
+            (message_id,),
+        ).fetchone()
     finally:
         db.close()
     record = json.loads(text)
@@ -452,4 +456,55 @@ def test_a_message_expires_when_it_did_before_a_restart(tmp_path: Path) -> None:
     assert ns.receive("q", 10) == []
     (dead,) = ns.peek("q/$DeadLetterQueue", 0, 1)
     assert abs(dead.enqueued_time - V6_WRITTEN_AT) < 1e-6 and dead.dead_letter_reason == "TTLExpiredException"
+    ns.close()
+
+
+
+# Sender fields a stored content may or may not have (the broker's own: see CONTENT_FIELDS).
+SENDER_FIELDS = {
+    "correlation_id": "c", "reply_to_session_id": "r", "partition_key": "p", "via_partition_key": "v",
+    "subject": "s", "to": "t", "reply_to": "rt", "content_type": "text/plain", "time_to_live": 90.5,
+    "annotations": {"x-a": 1}, "amqp_properties": {"content_encoding": "gzip"},
+}
+
+
+def contents(ns: Namespace, entity: str) -> dict[int, tuple[Any, ...]]:
+    """Each message's content fields (all of CONTENT_FIELDS) by its "i" property."""
+    return {m.application_properties["i"]: tuple(getattr(m, name) for name in CONTENT_FIELDS)
+            for m in ns.peek(entity, 0, 100)}
+
+
+def test_a_content_stores_the_fields_it_has_and_gets_each_back(tmp_path: Path) -> None:
+    """Schema 7 writes a content's other fields (all but its message id, enqueued sequence number, hop count
+    and application properties) only when it has one of them, in a queue's own row as in a topic's payload
+    row; whichever of them a message has, each comes back after a restart, the absent ones None."""
+    names = list(SENDER_FIELDS)
+    subsets = [[], names, *([n] for n in names), names[::2], names[1::2]]  # none, all, one, every other
+    clock = FakeClock(WRITTEN_AT)
+    path = tmp_path / "ns.db"
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    ns.create_queue(QueueProperties("q"))
+    ns.create_topic(TopicProperties("t"))
+    for name in ("a", "b"):
+        ns.create_subscription("t", SubscriptionProperties(name))
+    for i, subset in enumerate(subsets):
+        fields = {n: SENDER_FIELDS[n] for n in subset}
+        ns.send("q", Message(b"q%d" % i, {"i": i}, **fields))
+        ns.send("t", Message(b"t%d" % i, {"i": i}, **fields))
+    ns.commit()
+    entities = ("q", "t/Subscriptions/a", "t/Subscriptions/b")
+    before = {entity: contents(ns, entity) for entity in entities}
+    ns.close()
+
+    db = sqlite3.connect(path)
+    stored = [json.loads(r)[8] for (r,) in db.execute("SELECT record FROM messages WHERE body IS NOT NULL")]
+    stored += [json.loads(d) for (d,) in db.execute("SELECT data FROM payloads")]
+    db.close()
+    # the contents of the messages sent without other fields ("i" 0): four values, no null
+    assert sorted(len(c) for c in stored) == [4, 4] + [5] * (2 * len(subsets) - 2)
+    assert all(c[2:] == [0, {"i": 0}] and None not in c for c in stored if len(c) == 4)
+
+    ns = Namespace.open(SqliteStore(path), clock=clock)
+    assert {entity: contents(ns, entity) for entity in entities} == before
+    assert [before["q"][i][CONTENT_FIELDS.index("subject")] for i in (0, 1)] == [None, "s"]
     ns.close()
