@@ -6,7 +6,7 @@ records (what each namespace enqueued and each consumer processed) and on reconc
 
 One broker process serves the module: each recipe has namespaces of its own in it, so no test sees
 another's entities or messages. Reconciliation runs in this process for three recipes (one Spark JVM for
-the module) and as the `sbfed reconcile` command for routing (its own JVM: about 70 s more on the shared
+the module) and as the `sbfed reconcile` command for routing (its own JVM: about 20 s more on the shared
 2-core machine, so one recipe shows the command works and the others reuse the JVM)."""
 
 from __future__ import annotations
