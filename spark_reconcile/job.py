@@ -89,8 +89,8 @@ def run(spark: SparkSession, settings: Settings) -> dict:
     now_us = to_micros(settings.now or datetime.now(UTC))
     comparisons = classify.roles(settings).comparisons
 
-    # Grouped records cached once and counted for the inventory (records, malformed, watermarks) and the
-    # source's capture gaps; then one row per comparison and key, classified, cached.
+    # Grouped records cached once (filled by the inventory's pass: records, malformed, watermarks and the
+    # source's capture gaps); then one row per comparison and key, classified, cached.
     with session.sql_settings(spark, session.GROUPING_SETTINGS):
         # The setting applies to every aggregation of the query it plans: the cached plan is planned under
         # it when persisted, and the inventory's own aggregation outside it runs partial (no shuffle of every

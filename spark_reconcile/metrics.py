@@ -184,12 +184,13 @@ def percentiles(cube_rows: list[dict]) -> dict[str, dict[tuple, LagStats]]:
     messages' buckets per level key, then pick the bucket holding each nearest-rank percentile (its middle,
     clamped to the exact min and max). The cube's rows are merged once into the finest level, whose
     histograms the coarser levels merge (counts are sums, max and min are exact: the same in any order)."""
-    finest: dict[tuple, list] = {}  # (target, entity, hour_us) -> [{bucket: messages}, max, min]
+    names = LEVELS["entity_hour"]  # the finest level's key, which the coarser ones are parts of
+    finest: dict[tuple, list] = {}  # its key -> [{bucket: messages}, max, min]
     for r in cube_rows:
         bucket = r["bucket"]
         if bucket is None:
             continue
-        key = (r["target"], r["entity"], r["hour_us"])
+        key = tuple(r[c] for c in names)
         h = finest.get(key)
         if h is None:
             finest[key] = h = [{}, r["lag_max"], r["lag_min"]]
@@ -197,11 +198,13 @@ def percentiles(cube_rows: list[dict]) -> dict[str, dict[tuple, LagStats]]:
             h[1], h[2] = max(h[1], r["lag_max"]), min(h[2], r["lag_min"])
         h[0][bucket] = h[0].get(bucket, 0) + r["n"]
     merged: dict[str, dict[tuple, list]] = {"entity_hour": finest}
-    positions = {"target": (0,), "entity": (0, 1), "hour": (0, 2)}
-    for name, kept in positions.items():
+    for name, kept in LEVELS.items():
+        if name in merged:
+            continue
+        positions = [names.index(c) for c in kept]
         level: dict[tuple, list] = merged.setdefault(name, {})
         for key, (n, mx, mn) in finest.items():
-            h = level.get(coarse := tuple(key[i] for i in kept))
+            h = level.get(coarse := tuple(key[i] for i in positions))
             if h is None:
                 level[coarse] = [dict(n), mx, mn]
                 continue
