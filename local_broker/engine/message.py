@@ -163,6 +163,10 @@ def _copier() -> Any:
 class Message:
     """One message. Construct with keyword arguments; the broker fills the broker-owned fields.
 
+    The arguments after the first two are not keyword-only on purpose: CPython looks a missing
+    keyword-only argument's default up in a dict, one lookup each (~25 per message, 3,000 instructions),
+    where positional defaults are read from a tuple.
+
     Sender fields: body, application_properties, annotations, amqp_properties (the adapter's: fields of
     the AMQP properties section the engine does not read, in their AMQP types), message_id, correlation_id,
     session_id, reply_to_session_id, partition_key, via_partition_key, subject, to, reply_to,
@@ -178,7 +182,6 @@ class Message:
         self,
         body: bytes = b"",
         application_properties: dict[str, Any] | None = None,
-        *,
         annotations: dict[str, Any] | None = None,
         amqp_properties: dict[str, Any] | None = None,
         message_id: str | None = None,
