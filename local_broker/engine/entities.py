@@ -128,7 +128,7 @@ class BrowseIndex:
     Two parallel lists, appended in arrival order (which is sequence order except in dead-letter
     queues, where an out-of-order number is inserted in place). Entries are dropped lazily: one is live
     while its message is still in the sub-queue with the same number; the lists are compacted when dead
-    entries outnumber live ones.
+    entries outnumber live ones (counted at every 1,024th entry).
     """
 
     __slots__ = ("messages", "numbers", "owner")
@@ -148,7 +148,8 @@ class BrowseIndex:
             i = bisect.bisect_right(numbers, seq)
             numbers.insert(i, seq)
             self.messages.insert(i, m)
-        if len(numbers) > 2 * len(self.owner.messages) + 1024:
+        n = len(numbers)  # grows by one per add: the dead entries are counted at every 1,024th
+        if not n & 1023 and n > 2 * len(self.owner.messages) + 1024:
             self._compact()
 
     def extend(self, ms: list[Message]) -> None:
