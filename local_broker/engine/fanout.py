@@ -20,7 +20,7 @@ from local_broker.engine.filtering import CompiledRule, Route, Target, selector,
 from local_broker.engine.message import (
     Message,
 )
-from local_broker.engine.placement import INF
+from local_broker.engine.placement import INF, UNREACHABLE
 from local_broker.engine.properties import EntityStatus
 from local_broker.rules.errors import FilterEvaluationError
 
@@ -139,7 +139,7 @@ class Fanout:
             self._uids = itertools.count(base + topic.span)
             self._journal.publish(m, targets)
             expires = m.expiry(lazy_ttl)  # type: ignore[arg-type]
-            if expires != INF:
+            if expires < UNREACHABLE:
                 heapq.heappush(self._lazy_heap, (expires, next(self._ticket), m, targets))
 
     def _own_copy(self, sq: SubQueue, m: Message) -> Message:
@@ -165,7 +165,7 @@ class Fanout:
             else:
                 m = self._own_copy(sq, lazy.popleft())
                 sq.ready.fresh.append(m)
-                if m.expires_at != INF:
+                if m.expires_at < UNREACHABLE:
                     self._watch_expiry(m)
             if not m.persisted:
                 journal.put(m)  # no longer lazy: the journal's lazy rows leave it out
@@ -180,5 +180,5 @@ class Fanout:
                 self._materialize(route.main, m.sequence_number)
             elif expires < later:
                 later = expires
-        if later != INF:
+        if later < UNREACHABLE:
             heapq.heappush(self._lazy_heap, (later, next(self._ticket), m, targets))

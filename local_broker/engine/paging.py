@@ -23,7 +23,7 @@ from typing import Any
 
 from local_broker.engine.entities import PAGE, WINDOW, SubQueue, Subscription, Tail, Topic
 from local_broker.engine.message import Message
-from local_broker.engine.placement import INF
+from local_broker.engine.placement import INF, UNREACHABLE
 
 
 def _lazy_start(sq: SubQueue) -> float:
@@ -86,7 +86,7 @@ class Paging:
         sq.ready.fresh.extend(ms)
         watch = self._watch_expiry
         for m in ms:
-            if m.expires_at != INF:
+            if m.expires_at < UNREACHABLE:
                 watch(m)
 
     def _page_in(self, sq: SubQueue, wanted: int) -> bool:

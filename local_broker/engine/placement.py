@@ -6,6 +6,7 @@ A mixin of `Namespace` (namespace.py): it shares the namespace's maps, heaps, jo
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 from local_broker.engine.entities import (
     WINDOW,
@@ -26,6 +27,10 @@ DEFERRED = MessageState.DEFERRED
 SCHEDULED = MessageState.SCHEDULED
 MAIN = SubQueueKind.MAIN
 INF = math.inf
+# The latest time a clock can show (datetime.max, UTC): an expiry after it is never reached, so it is not
+# watched. An entity's default time to live (TimeSpan.MaxValue, ~29,000 years) puts every message there,
+# which the TTL heap (and a topic message's lazy-copy heap entry) would otherwise hold until purged.
+UNREACHABLE = datetime.max.replace(tzinfo=UTC).timestamp()
 
 # Broker-written dead-letter reasons and descriptions (semantics.md section 15).
 TTL_EXPIRED = ("TTLExpiredException", "The message expired and was dead-lettered.")
@@ -93,7 +98,7 @@ class Placement:
             self._available[sq] = None
         if state is DEFERRED:
             sq.deferred.setdefault(m.sequence_number, []).append(m)
-        elif state is ACTIVE and m.expires_at != INF and sq.kind is MAIN:
+        elif state is ACTIVE and m.expires_at < UNREACHABLE and sq.kind is MAIN:
             self._watch_expiry(m)
         self._journal.put(m)
 

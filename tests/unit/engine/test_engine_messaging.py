@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -25,6 +25,7 @@ from local_broker.engine import (
     SubscriptionProperties,
     TopicProperties,
 )
+from local_broker.engine.properties import TIMESPAN_MAX
 from local_broker.store import SqliteStore
 
 from .helpers import ids, msg
@@ -235,6 +236,22 @@ def test_messages_with_one_deadline_expire_together_and_settled_ones_leave_it(ns
     for name, dead in (("s1", ["c"]), ("s2", []), ("s3", ["c"])):
         assert ids(ns.peek(f"t/Subscriptions/{name}/$DeadLetterQueue", 0, 10)) == dead
     assert ns.next_deadline() is None
+
+
+def test_an_expiry_no_clock_can_show_is_not_a_deadline(ns: Namespace, clock) -> None:
+    """The default time to live (TimeSpan.MaxValue) puts a message's expiry past 9999-12-31: it is reported,
+    but nothing waits for it (no heap entry per batch or topic message held until purged)."""
+    ns.create_queue(QueueProperties("q"))
+    ns.create_topic(TopicProperties("t"))
+    ns.create_subscription("t", SubscriptionProperties("s"))
+    ns.send("q", [msg(message_id="a"), msg(message_id="b")])
+    ns.send("t", msg(message_id="c"))
+    (a, _) = ns.peek("q", 0, 2)
+    assert a.expires_at == clock.now() + TIMESPAN_MAX.total_seconds()
+    assert a.expires_at > datetime.max.replace(tzinfo=UTC).timestamp()
+    assert ns.next_deadline() is None
+    ns.send("q", msg(message_id="d", time_to_live=10))
+    assert ns.next_deadline() == clock.now() + 10
 
 
 def test_a_message_due_now_expires_after_an_earlier_one_due_now_did(ns: Namespace, clock) -> None:
