@@ -93,7 +93,7 @@ class Sending:
             )
         max_size = target.props.max_message_size_in_kilobytes * 1024
         requires_session = isinstance(target, Queue) and target.props.requires_session
-        partitioned = target.partitioned
+        partitioned = target.partition_count > 1  # `partitioned`, without the property's call per send
         total = 0
         for m in messages:
             c = m.content
