@@ -730,9 +730,7 @@ class SqliteStore:
         if states:
             if self._locks_torn or self._lock_records >= FOLD_LOCKS:
                 return False
-            locks = {m.uid: _lock_of(m) for m in states}
-            epoch = self._epoch
-            data = b"".join([_lock_record(uid, epoch, *lock) for uid, lock in locks.items()])
+            locks, data = _lock_records(states, self._epoch)
             if not _appended(self._locks_fd, data):
                 self._locks_torn = True  # a nearly full disk took part of it: unused until emptied
                 return False
@@ -742,7 +740,11 @@ class SqliteStore:
             if self._settled_torn or len(self._settled) >= FOLD_SETTLED:
                 return False
             record = _SETTLED.pack
-            if not _appended(self._settled_fd, b"".join([record(u, ~u) for u in deleted])):
+            if len(deleted) == 1:  # an SDK's settlement: one per turn
+                data = record(deleted[0], ~deleted[0])
+            else:
+                data = b"".join([record(u, ~u) for u in deleted])
+            if not _appended(self._settled_fd, data):
                 self._settled_torn = True
                 return False
             self._settled.update(deleted)
@@ -867,11 +869,22 @@ def _emptied(fd: int) -> bool:
     return True
 
 
-def _lock_record(uid: int, epoch: int, delivery_count: int, state: int, locked_until: float | None,
-                 token: bytes | None) -> bytes:
-    has = (locked_until is not None) | (token is not None) << 1
-    body = _LOCK.pack(uid, epoch, delivery_count, state, has, locked_until or 0.0, token or _NO_TOKEN)
-    return body + _CHECK.pack(zlib.crc32(body))
+def _lock_records(states: list[Message], epoch: int) -> tuple[dict[int, tuple[Any, ...]], bytes]:
+    """The lock log's records of `states` (the latest per message id) and their bytes, built in one
+    pass: a receiver fed one message per turn appends one each time."""
+    locks: dict[int, tuple[Any, ...]] = {}
+    parts = []
+    pack, check, crc32 = _LOCK.pack, _CHECK.pack, zlib.crc32
+    for m in states:
+        token = m.lock_token
+        if token is not None:
+            token = token.bytes
+        locked_until = m.locked_until
+        lock = locks[m.uid] = (m.delivery_count, int(m.state), locked_until, token)
+        has = (locked_until is not None) | (token is not None) << 1
+        body = pack(m.uid, epoch, lock[0], lock[1], has, locked_until or 0.0, token or _NO_TOKEN)
+        parts += (body, check(crc32(body)))
+    return locks, b"".join(parts)
 
 
 def read_lock_log(path: Path, folded: int) -> tuple[dict[int, tuple[Any, ...]], int]:
