@@ -156,16 +156,17 @@ _DATA_NAMES = (
 )
 
 
-def _data_setter() -> Any:
-    """`set_data(c, d)`: the fields of `_DATA_NAMES` from the list `d`, generated as one unpacking into the
-    attributes (a setattr loop costs several times as much, once per message read back)."""
-    source = f"def set_data(c, d):\n    {', '.join(f'c.{name}' for name in _DATA_NAMES)}, = d\n"
+def _generated(name: str, source: str) -> Any:
+    """The function `name` defined by `source`: a setter generated as one statement over the attributes (a
+    setattr loop costs several times as much, once per message read back)."""
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<set_data>", "exec"), namespace)
-    return namespace["set_data"]
+    exec(compile(source, f"<{name}>", "exec"), namespace)
+    return namespace[name]
 
 
-_set_data = _data_setter()
+# `set_data(c, d)`: the fields of `_DATA_NAMES` from the list `d`.
+_set_data = _generated(
+    "set_data", f"def set_data(c, d):\n    {', '.join(f'c.{name}' for name in _DATA_NAMES)}, = d\n")
 
 
 # A content as stored (a payload's `data`, a row's record[8]), since schema 7: the fields every message has
@@ -179,6 +180,12 @@ _OTHERS = tuple(name for name in _DATA_NAMES if name not in _ALWAYS)
 _ALWAYS_FIELDS = attrgetter(*_ALWAYS)
 _OTHER_FIELDS = attrgetter(*_OTHERS, "annotations", "amqp_properties")
 _NO_OTHERS = (None,) * (len(_OTHERS) + 2)
+# `set_always(c, d)`: a content stored with only _ALWAYS's fields (most sends), `d` as stored: those set, the
+# others None; returns its stored application properties.
+_set_always = _generated("set_always", (
+    f"def set_always(c, d):\n    {', '.join(f'c.{name}' for name in _ALWAYS)}, properties = d\n"
+    f"    {' = '.join(f'c.{name}' for name in (*_OTHERS, 'annotations', 'amqp_properties'))} = None\n"
+    "    return properties\n"))
 # A stored content's fields from [*_ALWAYS, properties, *_OTHERS, annotations, AMQP properties] to the
 # older rows' order.
 _OLD_ORDER = itemgetter(*[(*_ALWAYS, "properties", *_OTHERS, "annotations", "amqp_properties").index(name)
@@ -251,13 +258,16 @@ def _stored_content(payload: int, d: list[Any], body: bytes) -> MessageContent:
     c = _new(MessageContent)
     c.shared = False
     c.payload = payload
-    f = _fields(d)
-    properties = decode_properties(f[17])
-    c.payload_properties = {} if properties is None else properties
     c.body = body
-    c.annotations = decode_properties(f[16])
-    c.amqp_properties = decode_properties(f[18])
-    _set_data(c, f[:16])
+    if len(d) == 4:  # only the fields every message has: no list in the older rows' order to build
+        properties = decode_properties(_set_always(c, d))
+    else:
+        f = _fields(d)
+        properties = decode_properties(f[17])
+        c.annotations = decode_properties(f[16])
+        c.amqp_properties = decode_properties(f[18])
+        _set_data(c, f[:16])
+    c.payload_properties = {} if properties is None else properties
     return c
 
 
