@@ -116,8 +116,8 @@ class Journal:
             or self.config
         ):  # nothing, or only locks and settlements (an SDK receiver fed and settling one at a time)
             if self.deleted or self.state:
-                self.store.write(ChangeSet(messages_state=list(self.state.values()),
-                                           messages_deleted=list(self.deleted)))
+                states, deleted = list(self.state.values()), list(self.deleted)
+                self.store.write(ChangeSet.of_locks_and_deletes(states, deleted))
                 self.deleted = set()
                 self.state = {}
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from local_broker.engine.message import Message
@@ -26,6 +27,13 @@ class ChangeSet:
     dedup_prune: dict[str, float] = field(default_factory=dict)  # owner -> forget entries at or before
     session_states: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
 
+    @classmethod
+    def of_locks_and_deletes(cls, states: list[Message], deleted: list[int]) -> ChangeSet:
+        """A change set of only locks and settlements (a receiver fed or settling one message per turn
+        commits one each time): its maps and sets are shared empty read-only ones, not six new ones (half
+        of what making the change set cost)."""
+        return cls(None, _NONE, _NO_KEYS, _NONE, [], states, deleted, _NONE, _NONE, _NONE)
+
     def only_deletes(self) -> bool:
         """Whether deleting messages is all this change set does (what a settlement commits)."""
         return not self.messages_state and self.only_locks_and_deletes()
@@ -46,6 +54,10 @@ class ChangeSet:
 
     def __bool__(self) -> bool:
         return bool(self.messages_deleted) or not self.only_deletes()
+
+
+_NONE: Any = MappingProxyType({})
+_NO_KEYS: Any = frozenset()
 
 
 @dataclass(slots=True)

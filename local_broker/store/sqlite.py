@@ -156,16 +156,17 @@ _DATA_NAMES = (
 )
 
 
-def _data_setter() -> Any:
-    """`set_data(c, d)`: the fields of `_DATA_NAMES` from the list `d`, generated as one unpacking into the
-    attributes (a setattr loop costs several times as much, once per message read back)."""
-    source = f"def set_data(c, d):\n    {', '.join(f'c.{name}' for name in _DATA_NAMES)}, = d\n"
+def _generated(name: str, source: str) -> Any:
+    """The function `name` defined by `source`: a setter generated as one statement over the attributes (a
+    setattr loop costs several times as much, once per message read back)."""
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<set_data>", "exec"), namespace)
-    return namespace["set_data"]
+    exec(compile(source, f"<{name}>", "exec"), namespace)
+    return namespace[name]
 
 
-_set_data = _data_setter()
+# `set_data(c, d)`: the fields of `_DATA_NAMES` from the list `d`.
+_set_data = _generated(
+    "set_data", f"def set_data(c, d):\n    {', '.join(f'c.{name}' for name in _DATA_NAMES)}, = d\n")
 
 
 # A content as stored (a payload's `data`, a row's record[8]), since schema 7: the fields every message has
@@ -179,6 +180,12 @@ _OTHERS = tuple(name for name in _DATA_NAMES if name not in _ALWAYS)
 _ALWAYS_FIELDS = attrgetter(*_ALWAYS)
 _OTHER_FIELDS = attrgetter(*_OTHERS, "annotations", "amqp_properties")
 _NO_OTHERS = (None,) * (len(_OTHERS) + 2)
+# `set_always(c, d)`: a content stored with only _ALWAYS's fields (most sends), `d` as stored: those set, the
+# others None; returns its stored application properties.
+_set_always = _generated("set_always", (
+    f"def set_always(c, d):\n    {', '.join(f'c.{name}' for name in _ALWAYS)}, properties = d\n"
+    f"    {' = '.join(f'c.{name}' for name in (*_OTHERS, 'annotations', 'amqp_properties'))} = None\n"
+    "    return properties\n"))
 # A stored content's fields from [*_ALWAYS, properties, *_OTHERS, annotations, AMQP properties] to the
 # older rows' order.
 _OLD_ORDER = itemgetter(*[(*_ALWAYS, "properties", *_OTHERS, "annotations", "amqp_properties").index(name)
@@ -251,13 +258,16 @@ def _stored_content(payload: int, d: list[Any], body: bytes) -> MessageContent:
     c = _new(MessageContent)
     c.shared = False
     c.payload = payload
-    f = _fields(d)
-    properties = decode_properties(f[17])
-    c.payload_properties = {} if properties is None else properties
     c.body = body
-    c.annotations = decode_properties(f[16])
-    c.amqp_properties = decode_properties(f[18])
-    _set_data(c, f[:16])
+    if len(d) == 4:  # only the fields every message has: no list in the older rows' order to build
+        properties = decode_properties(_set_always(c, d))
+    else:
+        f = _fields(d)
+        properties = decode_properties(f[17])
+        c.annotations = decode_properties(f[16])
+        c.amqp_properties = decode_properties(f[18])
+        _set_data(c, f[:16])
+    c.payload_properties = {} if properties is None else properties
     return c
 
 
@@ -422,6 +432,10 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.execute("PRAGMA foreign_keys=OFF")
+        # Debian's SQLite is built with SECURE_DELETE: every deleted row is overwritten with zeros and every
+        # page it frees is written out zeroed, which made deleting settled messages (a fold of the settled
+        # log) a third dearer. FAST still zeroes what lies in the pages a delete writes anyway.
+        self._db.execute("PRAGMA secure_delete=FAST")
         self._check_schema()
         # Payload ids are never reused while the store is open (a content in memory keeps its id).
         top = self._db.execute("SELECT max(id) FROM payloads").fetchone()[0]
@@ -726,9 +740,7 @@ class SqliteStore:
         if states:
             if self._locks_torn or self._lock_records >= FOLD_LOCKS:
                 return False
-            locks = {m.uid: _lock_of(m) for m in states}
-            epoch = self._epoch
-            data = b"".join([_lock_record(uid, epoch, *lock) for uid, lock in locks.items()])
+            locks, data = _lock_records(states, self._epoch)
             if not _appended(self._locks_fd, data):
                 self._locks_torn = True  # a nearly full disk took part of it: unused until emptied
                 return False
@@ -738,7 +750,11 @@ class SqliteStore:
             if self._settled_torn or len(self._settled) >= FOLD_SETTLED:
                 return False
             record = _SETTLED.pack
-            if not _appended(self._settled_fd, b"".join([record(u, ~u) for u in deleted])):
+            if len(deleted) == 1:  # an SDK's settlement: one per turn
+                data = record(deleted[0], ~deleted[0])
+            else:
+                data = b"".join([record(u, ~u) for u in deleted])
+            if not _appended(self._settled_fd, data):
                 self._settled_torn = True
                 return False
             self._settled.update(deleted)
@@ -863,11 +879,22 @@ def _emptied(fd: int) -> bool:
     return True
 
 
-def _lock_record(uid: int, epoch: int, delivery_count: int, state: int, locked_until: float | None,
-                 token: bytes | None) -> bytes:
-    has = (locked_until is not None) | (token is not None) << 1
-    body = _LOCK.pack(uid, epoch, delivery_count, state, has, locked_until or 0.0, token or _NO_TOKEN)
-    return body + _CHECK.pack(zlib.crc32(body))
+def _lock_records(states: list[Message], epoch: int) -> tuple[dict[int, tuple[Any, ...]], bytes]:
+    """The lock log's records of `states` (the latest per message id) and their bytes, built in one
+    pass: a receiver fed one message per turn appends one each time."""
+    locks: dict[int, tuple[Any, ...]] = {}
+    parts = []
+    pack, check, crc32 = _LOCK.pack, _CHECK.pack, zlib.crc32
+    for m in states:
+        token = m.lock_token
+        if token is not None:
+            token = token.bytes
+        locked_until = m.locked_until
+        lock = locks[m.uid] = (m.delivery_count, int(m.state), locked_until, token)
+        has = (locked_until is not None) | (token is not None) << 1
+        body = pack(m.uid, epoch, lock[0], lock[1], has, locked_until or 0.0, token or _NO_TOKEN)
+        parts += (body, check(crc32(body)))
+    return locks, b"".join(parts)
 
 
 def read_lock_log(path: Path, folded: int) -> tuple[dict[int, tuple[Any, ...]], int]:
