@@ -14,7 +14,9 @@
  *   scan_frames(data, skip, head_max) -> (end, skip, heads)   (compat.IncomingFrames' frame scan)
  *   delivery_head(ttl_ms, delivery_count, sequence_number, enqueued_time, enqueue_sequence_number,
  *                 locked_until) -> bytes | NotImplemented   (messages._delivery_head)
- *   bind_proton(pending, peek, pop, capacity, close_head)   (proton's C functions, by address: loop.py)
+ *   bind_proton(calls, link, delivery)   (proton's C functions by name -> address, and its cdata: compat.py)
+ *   transfer_in(link, delivery, credit_target) -> bytes | False | None   (compat.transfer_in)
+ *   settle_all(deliveries, outcome)   (compat.settle_all)
  *   write_out(transport, fd, buffer, max_write) -> (capacity, pending)   (loop.TransportIO's write)
  *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
  *             safe_unknown)    (the Python types decoded values take; called once by values.py)
@@ -718,12 +720,52 @@ static PyObject *sp_delivery_head(PyObject *Py_UNUSED(self), PyObject *const *ar
 /* ---------------------------------------------------------------- a transport's output */
 
 /* proton's C calls made with the GIL held: through cffi each one releases and takes it again, a fifth of a
- * microsecond a call while the broker's other threads exist. loop.py hands their addresses over once. */
+ * microsecond a call while the broker's other threads exist. compat.native_proton() hands their addresses
+ * over once, by name (PROTON_CALLS). */
 typedef struct pn_transport_t pn_transport_t;
+typedef struct pn_link_t pn_link_t;
+typedef struct pn_delivery_t pn_delivery_t;
+typedef struct pn_disposition_t pn_disposition_t;
 static Py_ssize_t (*pn_pending)(pn_transport_t *), (*pn_capacity)(pn_transport_t *);
 static Py_ssize_t (*pn_peek)(pn_transport_t *, char *, size_t);
 static void (*pn_pop)(pn_transport_t *, size_t);
 static int (*pn_close_head)(pn_transport_t *);
+static _Bool (*pn_is_sender)(pn_link_t *), (*pn_advance)(pn_link_t *);
+static _Bool (*pn_partial)(pn_delivery_t *), (*pn_readable)(pn_delivery_t *);
+static size_t (*pn_delivery_pending)(pn_delivery_t *);
+static Py_ssize_t (*pn_recv)(pn_link_t *, char *, size_t);
+static int (*pn_credit)(pn_link_t *), (*pn_link_state)(pn_link_t *);
+static void (*pn_flow)(pn_link_t *, int);
+static void (*pn_update)(pn_delivery_t *, uint64_t);
+static void (*pn_settle)(pn_delivery_t *);
+static int (*pn_decref)(void *);
+static uint64_t (*pn_remote_state)(pn_delivery_t *);
+static pn_disposition_t *(*pn_local)(pn_delivery_t *), *(*pn_remote)(pn_delivery_t *);
+static _Bool (*pn_is_failed)(pn_disposition_t *), (*pn_is_undeliverable)(pn_disposition_t *);
+static void (*pn_set_failed)(pn_disposition_t *, _Bool), (*pn_set_undeliverable)(pn_disposition_t *, _Bool);
+
+#define BOUND(name, slot) {name, (void **)&slot}
+static const struct {
+    const char *name;
+    void **slot;
+} PROTON_CALLS[] = {
+    BOUND("pn_transport_pending", pn_pending), BOUND("pn_transport_peek", pn_peek),
+    BOUND("pn_transport_pop", pn_pop), BOUND("pn_transport_capacity", pn_capacity),
+    BOUND("pn_transport_close_head", pn_close_head), BOUND("pn_link_is_sender", pn_is_sender),
+    BOUND("pn_link_advance", pn_advance), BOUND("pn_delivery_partial", pn_partial),
+    BOUND("pn_delivery_readable", pn_readable), BOUND("pn_delivery_pending", pn_delivery_pending),
+    BOUND("pn_link_recv", pn_recv), BOUND("pn_link_credit", pn_credit), BOUND("pn_link_state", pn_link_state),
+    BOUND("pn_link_flow", pn_flow), BOUND("pn_delivery_update", pn_update),
+    BOUND("pn_delivery_settle", pn_settle), BOUND("pn_decref", pn_decref),
+    BOUND("pn_delivery_remote_state", pn_remote_state), BOUND("pn_delivery_local", pn_local),
+    BOUND("pn_delivery_remote", pn_remote), BOUND("pn_disposition_is_failed", pn_is_failed),
+    BOUND("pn_disposition_is_undeliverable", pn_is_undeliverable),
+    BOUND("pn_disposition_set_failed", pn_set_failed),
+    BOUND("pn_disposition_set_undeliverable", pn_set_undeliverable),
+};
+#define PROTON_CALL_COUNT (sizeof PROTON_CALLS / sizeof PROTON_CALLS[0])
+#define PN_LOCAL_ACTIVE 2
+#define PN_MODIFIED 0x27
 
 static void *address(PyObject *number) {
     void *p = PyLong_AsVoidPtr(number);
@@ -731,17 +773,123 @@ static void *address(PyObject *number) {
     return p;
 }
 
+/* A cffi pointer (cdata) holds its address after its ctype (cffi's CDataObject, the same since cffi 1.0);
+ * bind_proton checks that on pointers of known address and keeps the link's and delivery's ctypes, so that
+ * reading one costs a comparison, not cffi's int(ffi.cast("uintptr_t", p)) (~280 ns). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *c_type;
+    char *c_data;
+} CData;
+static PyTypeObject *cdata_type;
+static PyObject *link_ctype, *delivery_ctype;
+
+static void *pointer_of(PyObject *cdata, PyObject *ctype) {
+    if (Py_TYPE(cdata) != cdata_type || ((CData *)cdata)->c_type != ctype || ((CData *)cdata)->c_data == NULL) {
+        PyErr_SetString(PyExc_TypeError, ctype == link_ctype ? "not a pn_link_t *" : "not a pn_delivery_t *");
+        return NULL;
+    }
+    return ((CData *)cdata)->c_data;
+}
+
+static int bind_ctype(PyObject *sample, const void *expected, PyObject **ctype) {
+    if (Py_TYPE(sample) != cdata_type || ((CData *)sample)->c_data != expected) {
+        PyErr_SetString(PyExc_ValueError, "bind_proton: a cdata does not hold its address where expected");
+        return -1;
+    }
+    Py_INCREF(((CData *)sample)->c_type);
+    Py_XSETREF(*ctype, ((CData *)sample)->c_type);
+    return 0;
+}
+
+/* bind_proton(calls, link, delivery): `calls` maps each name of PROTON_CALLS to its address; `link` and
+ * `delivery` are a pn_link_t * and a pn_delivery_t * cast from id(calls) (an address the check knows; it is
+ * never dereferenced). */
 static PyObject *sp_bind_proton(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *a[5];
-    if (!PyArg_ParseTuple(args, "OOOOO", &a[0], &a[1], &a[2], &a[3], &a[4])) return NULL;
-    void *p[5];
-    for (int i = 0; i < 5; i++)
-        if ((p[i] = address(a[i])) == NULL) return NULL;
-    pn_pending = (Py_ssize_t(*)(pn_transport_t *))p[0];
-    pn_peek = (Py_ssize_t(*)(pn_transport_t *, char *, size_t))p[1];
-    pn_pop = (void (*)(pn_transport_t *, size_t))p[2];
-    pn_capacity = (Py_ssize_t(*)(pn_transport_t *))p[3];
-    pn_close_head = (int (*)(pn_transport_t *))p[4];
+    PyObject *calls, *link, *delivery;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyDict_Type, &calls, &link, &delivery)) return NULL;
+    void *found[PROTON_CALL_COUNT];
+    for (size_t i = 0; i < PROTON_CALL_COUNT; i++) {
+        PyObject *number = PyDict_GetItemString(calls, PROTON_CALLS[i].name);
+        if (number == NULL) {
+            PyErr_Format(PyExc_KeyError, "bind_proton: no address for %s", PROTON_CALLS[i].name);
+            return NULL;
+        }
+        if ((found[i] = address(number)) == NULL) return NULL;
+    }
+    cdata_type = Py_TYPE(link);
+    if (bind_ctype(link, calls, &link_ctype) < 0 || bind_ctype(delivery, calls, &delivery_ctype) < 0) {
+        cdata_type = NULL;
+        return NULL;
+    }
+    for (size_t i = 0; i < PROTON_CALL_COUNT; i++) *PROTON_CALLS[i].slot = found[i];
+    Py_RETURN_NONE;
+}
+
+static int unbound(void) {
+    if (pn_pending != NULL && cdata_type != NULL) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "bind_proton() was not called");
+    return 1;
+}
+
+/* compat.transfer_in: what on_delivery does first with a client's transfer. None: the link is the broker's
+ * sender (the delivery is a disposition); False: the delivery is still arriving; else its payload, the link
+ * moved on to the next delivery and, with credit_target > 0, its credit topped up to credit_target once it
+ * fell under half of it. */
+static PyObject *sp_transfer_in(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "transfer_in(link, delivery, credit_target)");
+        return NULL;
+    }
+    if (unbound()) return NULL;
+    pn_link_t *link = pointer_of(args[0], link_ctype);
+    pn_delivery_t *delivery = link == NULL ? NULL : pointer_of(args[1], delivery_ctype);
+    if (delivery == NULL) return NULL;
+    long target = PyLong_AsLong(args[2]);
+    if (target == -1 && PyErr_Occurred()) return NULL;
+    if (target < 0 || target > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "transfer_in: credit_target out of range");
+        return NULL;
+    }
+    if (pn_is_sender(link)) Py_RETURN_NONE;
+    if (pn_partial(delivery) || !pn_readable(delivery)) Py_RETURN_FALSE;
+    size_t size = pn_delivery_pending(delivery);
+    if (size > PY_SSIZE_T_MAX) size = PY_SSIZE_T_MAX;
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (payload == NULL) return NULL;
+    Py_ssize_t got = pn_recv(link, PyBytes_AS_STRING(payload), size);
+    pn_advance(link);
+    if (got != (Py_ssize_t)size && _PyBytes_Resize(&payload, got > 0 ? got : 0) < 0) return NULL;
+    if (target > 0) {
+        int credit = pn_credit(link);
+        if (credit < target / 2 && (pn_link_state(link) & PN_LOCAL_ACTIVE)) pn_flow(link, (int)target - credit);
+    }
+    return payload;
+}
+
+/* compat.settle_all: settle the turn's client deliveries (each referenced by the endpoint) with `outcome`,
+ * or with 0 echo each one's remote outcome (a modified one's failed and undeliverable flags copied), and let
+ * go of them. */
+static PyObject *sp_settle_all(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *deliveries;
+    unsigned long long outcome;
+    if (!PyArg_ParseTuple(args, "O!K", &PyList_Type, &deliveries, &outcome)) return NULL;
+    if (unbound()) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(deliveries);
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (pointer_of(PyList_GET_ITEM(deliveries, i), delivery_ctype) == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        pn_delivery_t *delivery = (pn_delivery_t *)((CData *)PyList_GET_ITEM(deliveries, i))->c_data;
+        uint64_t state = outcome ? outcome : pn_remote_state(delivery);
+        if (!outcome && state == PN_MODIFIED) {
+            pn_disposition_t *local = pn_local(delivery), *remote = pn_remote(delivery);
+            pn_set_failed(local, pn_is_failed(remote));
+            pn_set_undeliverable(local, pn_is_undeliverable(remote));
+        }
+        pn_update(delivery, state);
+        pn_settle(delivery);
+        pn_decref(delivery);
+    }
     Py_RETURN_NONE;
 }
 
@@ -753,10 +901,7 @@ static PyObject *sp_write_out(PyObject *Py_UNUSED(self), PyObject *const *args, 
         PyErr_SetString(PyExc_TypeError, "write_out(transport, fd, buffer, max_write)");
         return NULL;
     }
-    if (pn_pending == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "bind_proton() was not called");
-        return NULL;
-    }
+    if (unbound()) return NULL;
     pn_transport_t *transport = address(args[0]);
     if (transport == NULL) return NULL;
     long fd = PyLong_AsLong(args[1]);
@@ -827,7 +972,10 @@ static PyMethodDef methods[] = {
      "(end, skip, [(pos, head), ...]): the frame heads of data that compat.IncomingFrames reads"},
     {"delivery_head", (PyCFunction)(void (*)(void))sp_delivery_head, METH_FASTCALL,
      "the header and message annotations of a delivery, or NotImplemented"},
-    {"bind_proton", sp_bind_proton, METH_VARARGS, "proton's C functions write_out calls, by address"},
+    {"bind_proton", sp_bind_proton, METH_VARARGS, "proton's C functions, by name and address, and its cdata"},
+    {"transfer_in", (PyCFunction)(void (*)(void))sp_transfer_in, METH_FASTCALL,
+     "a client transfer's payload (None: a disposition; False: still arriving), the credit topped up"},
+    {"settle_all", sp_settle_all, METH_VARARGS, "settle referenced client deliveries with an outcome, let go"},
     {"write_out", (PyCFunction)(void (*)(void))sp_write_out, METH_FASTCALL,
      "(capacity, pending) of a transport after writing its output to a socket"},
     {"configure", sp_configure, METH_VARARGS, "the Python types of decoded values"},
