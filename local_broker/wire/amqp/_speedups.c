@@ -15,8 +15,8 @@
  *   delivery_head(ttl_ms, delivery_count, sequence_number, enqueued_time, enqueue_sequence_number,
  *                 locked_until) -> bytes | NotImplemented   (messages._delivery_head)
  *   bind_proton(calls, link, delivery)   (proton's C functions by name -> address, and its cdata: compat.py)
- *   transfer_in(link, delivery, credit_target) -> bytes | False | None   (compat.transfer_in)
- *   settle_all(deliveries, outcome)   (compat.settle_all)
+ *   delivery_in(link, delivery, credit_target) -> bytes | False | (outcome, settled, tag)   (native.py)
+ *   settle_all(deliveries, outcome)   (native.settle_all)
  *   write_out(transport, fd, buffer, max_write) -> (capacity, pending)   (loop.TransportIO's write)
  *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
  *             safe_unknown)    (the Python types decoded values take; called once by values.py)
@@ -740,6 +740,12 @@ static void (*pn_update)(pn_delivery_t *, uint64_t);
 static void (*pn_settle)(pn_delivery_t *);
 static int (*pn_decref)(void *);
 static uint64_t (*pn_remote_state)(pn_delivery_t *);
+typedef struct {
+    size_t size;
+    const char *start;
+} pn_bytes_t;
+static pn_bytes_t (*pn_tag)(pn_delivery_t *);
+static _Bool (*pn_settled)(pn_delivery_t *);
 static pn_disposition_t *(*pn_local)(pn_delivery_t *), *(*pn_remote)(pn_delivery_t *);
 static _Bool (*pn_is_failed)(pn_disposition_t *), (*pn_is_undeliverable)(pn_disposition_t *);
 static void (*pn_set_failed)(pn_disposition_t *, _Bool), (*pn_set_undeliverable)(pn_disposition_t *, _Bool);
@@ -761,7 +767,8 @@ static const struct {
     BOUND("pn_delivery_remote", pn_remote), BOUND("pn_disposition_is_failed", pn_is_failed),
     BOUND("pn_disposition_is_undeliverable", pn_is_undeliverable),
     BOUND("pn_disposition_set_failed", pn_set_failed),
-    BOUND("pn_disposition_set_undeliverable", pn_set_undeliverable),
+    BOUND("pn_disposition_set_undeliverable", pn_set_undeliverable), BOUND("pn_delivery_tag", pn_tag),
+    BOUND("pn_delivery_settled", pn_settled),
 };
 #define PROTON_CALL_COUNT (sizeof PROTON_CALLS / sizeof PROTON_CALLS[0])
 #define PN_LOCAL_ACTIVE 2
@@ -832,13 +839,13 @@ static int unbound(void) {
     return 1;
 }
 
-/* compat.transfer_in: what on_delivery does first with a client's transfer. None: the link is the broker's
- * sender (the delivery is a disposition); False: the delivery is still arriving; else its payload, the link
- * moved on to the next delivery and, with credit_target > 0, its credit topped up to credit_target once it
- * fell under half of it. */
-static PyObject *sp_transfer_in(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+/* native.delivery_in: what on_delivery does first with a delivery event. On the broker's sender link (the
+ * client's disposition): (remote outcome, settled, tag). On its receiver: False while the transfer is still
+ * arriving; else its payload, the link moved on to the next delivery and, with credit_target > 0, its credit
+ * topped up to credit_target once it fell under half of it. */
+static PyObject *sp_delivery_in(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "transfer_in(link, delivery, credit_target)");
+        PyErr_SetString(PyExc_TypeError, "delivery_in(link, delivery, credit_target)");
         return NULL;
     }
     if (unbound()) return NULL;
@@ -848,10 +855,15 @@ static PyObject *sp_transfer_in(PyObject *Py_UNUSED(self), PyObject *const *args
     long target = PyLong_AsLong(args[2]);
     if (target == -1 && PyErr_Occurred()) return NULL;
     if (target < 0 || target > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "transfer_in: credit_target out of range");
+        PyErr_SetString(PyExc_ValueError, "delivery_in: credit_target out of range");
         return NULL;
     }
-    if (pn_is_sender(link)) Py_RETURN_NONE;
+    if (pn_is_sender(link)) {
+        pn_bytes_t tag = pn_tag(delivery);
+        return Py_BuildValue("(KOy#)", (unsigned long long)pn_remote_state(delivery),
+                             pn_settled(delivery) ? Py_True : Py_False, tag.start ? tag.start : "",
+                             (Py_ssize_t)tag.size);
+    }
     if (pn_partial(delivery) || !pn_readable(delivery)) Py_RETURN_FALSE;
     size_t size = pn_delivery_pending(delivery);
     if (size > PY_SSIZE_T_MAX) size = PY_SSIZE_T_MAX;
@@ -867,7 +879,7 @@ static PyObject *sp_transfer_in(PyObject *Py_UNUSED(self), PyObject *const *args
     return payload;
 }
 
-/* compat.settle_all: settle the turn's client deliveries (each referenced by the endpoint) with `outcome`,
+/* native.settle_all: settle the turn's client deliveries (each referenced by the endpoint) with `outcome`,
  * or with 0 echo each one's remote outcome (a modified one's failed and undeliverable flags copied), and let
  * go of them. */
 static PyObject *sp_settle_all(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -973,8 +985,8 @@ static PyMethodDef methods[] = {
     {"delivery_head", (PyCFunction)(void (*)(void))sp_delivery_head, METH_FASTCALL,
      "the header and message annotations of a delivery, or NotImplemented"},
     {"bind_proton", sp_bind_proton, METH_VARARGS, "proton's C functions, by name and address, and its cdata"},
-    {"transfer_in", (PyCFunction)(void (*)(void))sp_transfer_in, METH_FASTCALL,
-     "a client transfer's payload (None: a disposition; False: still arriving), the credit topped up"},
+    {"delivery_in", (PyCFunction)(void (*)(void))sp_delivery_in, METH_FASTCALL,
+     "a client transfer's payload (False: still arriving), the credit topped up; or a disposition's"},
     {"settle_all", sp_settle_all, METH_VARARGS, "settle referenced client deliveries with an outcome, let go"},
     {"write_out", (PyCFunction)(void (*)(void))sp_write_out, METH_FASTCALL,
      "(capacity, pending) of a transport after writing its output to a socket"},

@@ -42,7 +42,7 @@ DOTNET_EPOCH_TICKS = 621_355_968_000_000_000
 def delivery_tag(delivery: Any) -> bytes:
     """The raw delivery tag of a C delivery (SDK senders use 4-byte counters that are not valid UTF-8)."""
     tag = pn_delivery_tag(delivery)
-    return bytes(_FFI.unpack(tag.start, tag.size))
+    return bytes(_FFI.unpack(tag.start, tag.size)) if tag.size else b""  # an empty one starts at NULL
 
 
 def link_state(link: Any) -> Any:

@@ -42,7 +42,6 @@ from local_broker.wire.amqp.tally import Histogram, Requests
 _LIB = compat.LIB
 # proton's C calls, bound once: reading one from cffi's lib object costs ~225 instructions a time
 pn_decref = _LIB.pn_decref
-pn_delivery_remote_state = _LIB.pn_delivery_remote_state
 pn_delivery_settle = _LIB.pn_delivery_settle
 pn_delivery_settled = _LIB.pn_delivery_settled
 pn_event_delivery = _LIB.pn_event_delivery
@@ -154,7 +153,7 @@ class NamespaceEndpoint(Handler):
         self.connections: set[Connection] = set()
         self.replies: list[tuple[Callable[[], None], Callable[[BrokerError], None] | None]] = []
         bound = native.bound()  # the C module's twins of native.py's reference, with proton's calls in it
-        self.transfer_in = native.transfer_in if bound is None else bound.transfer_in
+        self.delivery_in = native.delivery_in if bound is None else bound.delivery_in
         self.settle_all = native.settle_all if bound is None else bound.settle_all
         self.echoes: list[Any] = []  # C deliveries whose settlement is echoed after the commit (referenced)
         self.accepts: list[Any] = []  # C deliveries of sends accepted after the commit (referenced)
@@ -557,9 +556,9 @@ class NamespaceEndpoint(Handler):
         state: LinkState | None = compat.link_state(link)
         # a connection the broker closed (e.g. fault injection) takes nothing more: no more credit
         closing = state is not None and state.connection.closing
-        payload = self.transfer_in(link, delivery, 0 if closing else INCOMING_CREDIT)
-        if payload is None:
-            self._on_disposition(delivery, state)
+        payload = self.delivery_in(link, delivery, 0 if closing else INCOMING_CREDIT)
+        if type(payload) is tuple:
+            self._on_disposition(delivery, state, *payload)
             return
         self.turn.rearm = True
         if payload is False:
@@ -665,11 +664,11 @@ class NamespaceEndpoint(Handler):
             else:
                 _send_reply(target, entry.payload)
 
-    def _on_disposition(self, delivery: Any, state: LinkState | None) -> None:
+    def _on_disposition(self, delivery: Any, state: LinkState | None, outcome: int, settled: bool,
+                        tag: bytes) -> None:
         """The client settled (or set the outcome of) a delivery the broker sent; `delivery` is proton's C
-        object. The outcome is applied to the engine and echoed after the commit."""
-        outcome = pn_delivery_remote_state(delivery)
-        settled = pn_delivery_settled(delivery)
+        object, `outcome`, `settled` and `tag` its state (native.delivery_in). The outcome is applied to the
+        engine and echoed after the commit."""
         if state is None or state.node is not Node.RECEIVER:  # replies on $cbs / $management links
             if outcome or settled:
                 pn_delivery_settle(delivery)
@@ -679,7 +678,7 @@ class NamespaceEndpoint(Handler):
                 pn_delivery_settle(delivery)
             return
         self.requests.incoming += 1
-        token = messages.lock_token_of(compat.delivery_tag(delivery))
+        token = messages.lock_token_of(tag)
         session_id = None if state.session is None else state.session.session_id
         if outcome != Delivery.ACCEPTED:  # the message may come back (a new deadline): see `on_delivery`
             self.turn.rearm = True

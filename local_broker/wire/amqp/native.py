@@ -13,7 +13,7 @@ from typing import Any
 
 import cproton_ffi
 
-from local_broker.wire.amqp import values
+from local_broker.wire.amqp import compat, values
 
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
 CALLS = ("pn_transport_pending", "pn_transport_peek", "pn_transport_pop", "pn_transport_capacity",
@@ -21,7 +21,8 @@ CALLS = ("pn_transport_pending", "pn_transport_peek", "pn_transport_pop", "pn_tr
          "pn_delivery_readable", "pn_delivery_pending", "pn_link_recv", "pn_link_credit", "pn_link_state",
          "pn_link_flow", "pn_delivery_update", "pn_delivery_settle", "pn_decref", "pn_delivery_remote_state",
          "pn_delivery_local", "pn_delivery_remote", "pn_disposition_is_failed",
-         "pn_disposition_is_undeliverable", "pn_disposition_set_failed", "pn_disposition_set_undeliverable")
+         "pn_disposition_is_undeliverable", "pn_disposition_set_failed", "pn_disposition_set_undeliverable",
+         "pn_delivery_tag", "pn_delivery_settled")
 pn_decref = _LIB.pn_decref
 pn_delivery_local = _LIB.pn_delivery_local
 pn_delivery_partial = _LIB.pn_delivery_partial
@@ -30,6 +31,7 @@ pn_delivery_readable = _LIB.pn_delivery_readable
 pn_delivery_remote = _LIB.pn_delivery_remote
 pn_delivery_remote_state = _LIB.pn_delivery_remote_state
 pn_delivery_settle = _LIB.pn_delivery_settle
+pn_delivery_settled = _LIB.pn_delivery_settled
 pn_delivery_update = _LIB.pn_delivery_update
 pn_disposition_is_failed = _LIB.pn_disposition_is_failed
 pn_disposition_is_undeliverable = _LIB.pn_disposition_is_undeliverable
@@ -59,13 +61,15 @@ def bound() -> Any:
     return module
 
 
-def transfer_in(link: Any, delivery: Any, credit_target: int) -> bytes | bool | None:
-    """What the endpoint does first with a C delivery event: None when `link` is the broker's sender (the
-    delivery is the client's disposition), False while the transfer is still arriving, else its payload;
-    the link moves on to its next delivery and, with `credit_target`, gets its credit back to it once it
-    fell under half of it (a client sends on without waiting for flow frames)."""
+def delivery_in(link: Any, delivery: Any, credit_target: int) -> bytes | bool | tuple[int, bool, bytes]:
+    """What the endpoint does first with a C delivery event. When `link` is the broker's sender (the client's
+    disposition of a delivery the broker sent): (its remote outcome, settled, the delivery tag). Else False
+    while the transfer is still arriving, else its payload; the link moves on to its next delivery and, with
+    `credit_target`, gets its credit back to it once it fell under half of it (a client sends on without
+    waiting for flow frames)."""
     if pn_link_is_sender(link):
-        return None
+        tag = compat.delivery_tag(delivery)
+        return pn_delivery_remote_state(delivery), pn_delivery_settled(delivery), tag
     if pn_delivery_partial(delivery) or not pn_delivery_readable(delivery):
         return False
     size = pn_delivery_pending(delivery)

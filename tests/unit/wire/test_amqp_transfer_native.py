@@ -1,6 +1,7 @@
-"""A client's transfers taken in, and the broker's settlements of them, by the C module (`transfer_in`,
-`settle_all`) and by native.py's pure-Python reference: the same payloads, credit, settlements and outcomes
-the client sees, on real proton connections whose frames are moved in memory (cut anywhere)."""
+"""A client's transfers and dispositions taken in, and the broker's settlements, by the C module
+(`delivery_in`, `settle_all`) and by native.py's pure-Python reference: the same payloads, credit,
+dispositions, settlements and outcomes the client sees, on real proton connections whose frames are moved in
+memory (cut anywhere)."""
 
 from __future__ import annotations
 
@@ -66,11 +67,11 @@ class Pair:
 def _implementations(native_module: Any) -> list[tuple[str, Any, Any]]:
     bound = reference.bound()
     assert bound is native_module
-    return [("python", reference.transfer_in, reference.settle_all),
-            ("c", bound.transfer_in, bound.settle_all)]
+    return [("python", reference.delivery_in, reference.settle_all),
+            ("c", bound.delivery_in, bound.settle_all)]
 
 
-def _take(transfer_in: Any, payload: bytes, credit: int, target: int, cut: int | None) -> tuple[Any, ...]:
+def _take(delivery_in: Any, payload: bytes, credit: int, target: int, cut: int | None) -> tuple[Any, ...]:
     """A transfer of `payload` from the client (its frames cut after `cut` bytes), taken in."""
     pair = Pair()
     pair.broker_receiver.flow(credit)
@@ -82,7 +83,7 @@ def _take(transfer_in: Any, payload: bytes, credit: int, target: int, cut: int |
     current = pair.broker_receiver.current
     if current is None:
         return ("nothing arrived",)
-    got = transfer_in(pair.broker_receiver._impl, current._impl, target)
+    got = delivery_in(pair.broker_receiver._impl, current._impl, target)
     pair.pump()
     return (got, pair.broker_receiver.credit, pair.sender.credit, pair.broker_receiver.current is current,
             delivery.remote_state)
@@ -92,23 +93,44 @@ def _take(transfer_in: Any, payload: bytes, credit: int, target: int, cut: int |
 @given(payload=st.binary(max_size=3000), credit=st.integers(1, 1200), target=st.sampled_from([0, 10, 1000]),
        cut=st.none() | st.integers(0, 4000))
 def test_a_transfer_is_taken_in_as_the_reference_does(native, payload, credit, target, cut) -> None:
-    outcomes = {name: _take(transfer_in, payload, credit, target, cut)
-                for name, transfer_in, _ in _implementations(native)}
+    outcomes = {name: _take(delivery_in, payload, credit, target, cut)
+                for name, delivery_in, _ in _implementations(native)}
     assert outcomes["c"] == outcomes["python"]
 
 
 def test_a_whole_transfer_gives_its_payload_and_tops_the_credit_up(native) -> None:
-    for name, transfer_in, _ in _implementations(native):
-        got, receiver_credit, sender_credit, same, _ = _take(transfer_in, b"x" * 2000, 400, 1000, None)
+    for name, delivery_in, _ in _implementations(native):
+        got, receiver_credit, sender_credit, same, _ = _take(delivery_in, b"x" * 2000, 400, 1000, None)
         assert (got, receiver_credit, sender_credit, same) == (b"x" * 2000, 1000, 1000, False), name
 
 
-def test_a_transfer_still_arriving_is_left_and_a_disposition_is_told_apart(native) -> None:
-    for name, transfer_in, _ in _implementations(native):
-        assert _take(transfer_in, b"y" * 3000, 10, 1000, 900)[0] is False, name
+def test_a_transfer_still_arriving_is_left(native) -> None:
+    for name, delivery_in, _ in _implementations(native):
+        assert _take(delivery_in, b"y" * 3000, 10, 1000, 900)[0] is False, name
+
+
+@settings(max_examples=20, deadline=None)
+@given(tag=st.binary(max_size=32), outcome=st.sampled_from([None, Delivery.ACCEPTED, Delivery.RELEASED,
+                                                            Delivery.MODIFIED, Delivery.REJECTED]),
+       settle=st.booleans())
+def test_a_disposition_is_read_as_the_reference_does(native, tag, outcome, settle) -> None:
+    seen = {}
+    for name, delivery_in, _ in _implementations(native):
         pair = Pair()
-        pair.sender.delivery(b"t")
-        assert transfer_in(pair.sender._impl, pair.sender.current._impl, 1000) is None, name
+        pair.receiver.flow(1)
+        pair.pump()
+        sent = pair.broker_sender.delivery(tag)
+        pair.broker_sender.send(b"m")
+        pair.broker_sender.advance()
+        pair.pump()
+        received = pair.receiver.current
+        if outcome is not None:
+            received.update(outcome)
+        if settle:
+            received.settle()
+        pair.pump()
+        seen[name] = delivery_in(pair.broker_sender._impl, sent._impl, 1000)
+    assert seen["c"] == seen["python"] == (outcome or 0, settle, tag)
 
 
 def _settled(settle_all: Any, outcome: int, modified: tuple[bool, bool] | None) -> list[tuple[Any, ...]]:
@@ -175,11 +197,11 @@ def test_bad_arguments_are_the_callers_errors(native) -> None:
     link, delivery = pair.sender._impl, pair.sender.current._impl
     for args in [(delivery, delivery, 0), (link, link, 0), (link, b"x", 0), (None, delivery, 0)]:
         with pytest.raises(TypeError):
-            bound.transfer_in(*args)
+            bound.delivery_in(*args)
     with pytest.raises(ValueError):
-        bound.transfer_in(link, delivery, -1)
+        bound.delivery_in(link, delivery, -1)
     with pytest.raises(TypeError):
-        bound.transfer_in(link, delivery)
+        bound.delivery_in(link, delivery)
     with pytest.raises(TypeError):  # every pointer is checked before anything is settled
         bound.settle_all([delivery, link], Delivery.ACCEPTED)
     assert not pair.sender.current.settled
