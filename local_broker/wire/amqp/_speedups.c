@@ -11,7 +11,8 @@
  *   encode_map_items(items) -> bytes | NotImplemented    (a map from its flat key, value, ... list)
  *   decode_sections(buf) -> (header, annotations, properties, application_properties, body) | NotImplemented
  *   lock_token(tag) -> uuid.UUID | NotImplemented   (a 16-byte delivery tag in .NET GUID byte order)
- *   scan_frames(data, skip, head_max) -> (end, skip, heads)   (compat.IncomingFrames' frame scan)
+ *   scan_frames(data, skip, head_max[, next_ids, partial]) -> (end, skip, heads)   (compat.IncomingFrames'
+ *       frame scan; with its next_ids and partial, the plain transfers' ids counted in C, their heads kept)
  *   delivery_head(ttl_ms, delivery_count, sequence_number, enqueued_time, enqueue_sequence_number,
  *                 locked_until) -> bytes | NotImplemented   (messages._delivery_head)
  *   bind_proton(calls, link, delivery)   (proton's C functions by name -> address, and its cdata: compat.py)
@@ -556,9 +557,76 @@ static PyObject *sp_lock_token(PyObject *Py_UNUSED(self), PyObject *tag) {
  * The same walk as compat._scan_frames (the reference): `skip` bytes of the frame before are passed over, the
  * protocol header skipped, each frame's first min(size, head_max) bytes (its head) examined, and the walk
  * stops before a head that is not all in `data`. Any bytes are valid input: nothing to decline. */
+/* A transfer whose delivery-id is the one its session expects, that starts and ends a delivery of the default
+ * message-format (no more frames, format 0 or absent), while no delivery of the connection is arriving in
+ * parts: IncomingFrames._read_frame would only count the id, so it is counted here (next_ids[channel]) and
+ * its head not handed over. 1: counted; 0: not such a transfer (left to Python, nothing changed); -1: error. */
+static int count_plain_transfer(const unsigned char *f, Py_ssize_t head, PyObject *next_ids) {
+    Py_ssize_t pos = (Py_ssize_t)f[4] * 4 + 3, end;
+    uint32_t count;
+    if (pos + 3 > head) return 0;
+    if (f[pos] == 0xC0) {
+        end = pos + 2 + f[pos + 1];
+        count = f[pos + 2];
+        pos += 3;
+    } else if (f[pos] == 0xD0 && pos + 9 <= head) {
+        end = pos + 5 + (Py_ssize_t)be32(f + pos + 1);
+        count = be32(f + pos + 5);
+        pos += 9;
+    } else return 0;
+    if (end > head) end = head;
+    uint32_t numbers[2];
+    for (uint32_t i = 0; i < count && i < 6; i++) {
+        if (pos >= end) return 0;
+        unsigned char code = f[pos];
+        if (i < 2 || i == 3) { /* handle, delivery-id, message-format: uints (a format of 0 or null) */
+            uint32_t value;
+            if (code == 0x43) { value = 0; pos += 1; }
+            else if (code == 0x52 && pos + 2 <= end) { value = f[pos + 1]; pos += 2; }
+            else if (code == 0x70 && pos + 5 <= end) { value = be32(f + pos + 1); pos += 5; }
+            else if (code == 0x40 && i == 3) { value = 0; pos += 1; }
+            else return 0;
+            if (i < 2) numbers[i] = value;
+            else if (value) return 0;
+        } else if (i == 2) { /* the tag: binary or null */
+            if (code == 0xA0 && pos + 2 <= end) pos += 2 + f[pos + 1];
+            else if (code == 0xB0 && pos + 5 <= end) pos += 5 + (Py_ssize_t)be32(f + pos + 1);
+            else if (code == 0x40) pos += 1;
+            else return 0;
+        } else if (code == 0x40 || code == 0x41 || code == 0x42 || (code == 0x56 && pos + 2 <= end)) {
+            if (i == 5 && (code == 0x41 || (code == 0x56 && f[pos + 1]))) return 0; /* more: in parts */
+            pos += code == 0x56 ? 2 : 1;
+        } else return 0;
+    }
+    if (count < 2 || pos > end) return 0;
+    PyObject *channel = PyLong_FromLong(be16(f + 6));
+    if (channel == NULL) return -1;
+    PyObject *expected = PyDict_GetItemWithError(next_ids, channel);
+    int counted = 0;
+    if (expected == NULL && PyErr_Occurred()) goto done;
+    if (expected != NULL) {
+        unsigned long want = PyLong_Check(expected) ? PyLong_AsUnsignedLong(expected) : (unsigned long)-1;
+        if (want == (unsigned long)-1 && PyErr_Occurred()) PyErr_Clear();
+        if (want != numbers[1]) goto done; /* out of sequence: Python renumbers it */
+    }
+    PyObject *next = PyLong_FromUnsignedLong((numbers[1] + 1) & 0xFFFFFFFFu);
+    if (next == NULL) { counted = -1; goto done; }
+    counted = PyDict_SetItem(next_ids, channel, next) < 0 ? -1 : 1;
+    Py_DECREF(next);
+done:
+    if (expected == NULL && PyErr_Occurred()) counted = -1;
+    Py_DECREF(channel);
+    return counted;
+}
+
 static PyObject *sp_scan_frames(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "scan_frames(data, skip, head_max)");
+    if (nargs != 3 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "scan_frames(data, skip, head_max[, next_ids, partial])");
+        return NULL;
+    }
+    PyObject *next_ids = nargs == 5 ? args[3] : NULL, *partial = nargs == 5 ? args[4] : NULL;
+    if (next_ids != NULL && (!PyDict_CheckExact(next_ids) || !PySet_Check(partial))) {
+        PyErr_SetString(PyExc_TypeError, "scan_frames: next_ids is a dict and partial a set");
         return NULL;
     }
     Py_ssize_t skip = PyLong_AsSsize_t(args[1]), head_max = PyLong_AsSsize_t(args[2]);
@@ -573,6 +641,9 @@ static PyObject *sp_scan_frames(PyObject *Py_UNUSED(self), PyObject *const *args
     Py_ssize_t pos = 0, end = view.len;
     PyObject *heads = PyList_New(0);
     if (heads == NULL) goto fail;
+    /* the plain transfers before the first head handed over are counted here, while no delivery arrives in
+     * parts: the dict then changes in the order _read_frame would have changed it */
+    int counting = next_ids != NULL && PySet_GET_SIZE(partial) == 0;
     while (pos < end) {
         if (skip) {
             Py_ssize_t step = skip < end - pos ? skip : end - pos;
@@ -593,6 +664,14 @@ static PyObject *sp_scan_frames(PyObject *Py_UNUSED(self), PyObject *const *args
         Py_ssize_t body = (Py_ssize_t)f[4] * 4;
         if (f[5] == 0 && head >= body + 3 && f[body] == 0x00 && f[body + 1] == 0x53 &&
             (f[body + 2] == 0x11 || f[body + 2] == 0x12 || f[body + 2] == 0x14)) {
+            int counted = counting && f[body + 2] == 0x14 ? count_plain_transfer(f, head, next_ids) : 0;
+            if (counted < 0) goto fail;
+            if (counted) {
+                pos += head;
+                skip = size - head;
+                continue;
+            }
+            counting = 0; /* Python reads this head after the scan: the later ones too, in their order */
             PyObject *entry = Py_BuildValue("(nn)", pos, head);
             if (entry == NULL || PyList_Append(heads, entry) < 0) {
                 Py_XDECREF(entry);

@@ -94,8 +94,11 @@ class IncomingFrames:
         if self._pending:  # a frame start that straddled two reads (a few hundred bytes at most)
             data, self._pending = self._pending + bytes(data), b""
         native = values._native
-        scan = _scan_frames if native is None else native.scan_frames
-        pos, self._skip, heads = scan(data, self._skip, self.PERFORMATIVE_BYTES)
+        if native is None:
+            pos, self._skip, heads = _scan_frames(data, self._skip, self.PERFORMATIVE_BYTES)
+        else:  # it counts the delivery-ids of the transfers _read_frame would only count
+            pos, self._skip, heads = native.scan_frames(data, self._skip, self.PERFORMATIVE_BYTES,
+                                                        self._next_id, self._partial)
         view, end = memoryview(data), len(data)
         if pos < end:
             self._pending = bytes(view[pos:end])
