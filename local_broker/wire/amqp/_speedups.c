@@ -17,6 +17,7 @@
  *                 locked_until) -> bytes | NotImplemented   (messages._delivery_head)
  *   bind_proton(calls, link, delivery)   (proton's C functions by name -> address, and its cdata: compat.py)
  *   delivery_in(link, delivery, credit_target) -> bytes | False | (outcome, settled, tag)   (native.py)
+ *   send_raw(link, tag, payload, settled)   (native.send_raw)
  *   settle_all(deliveries, outcome)   (native.settle_all)
  *   write_out(transport, fd, buffer, max_write) -> (capacity, pending)   (loop.TransportIO's write)
  *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
@@ -824,6 +825,8 @@ typedef struct {
     const char *start;
 } pn_bytes_t;
 static pn_bytes_t (*pn_tag)(pn_delivery_t *);
+static pn_delivery_t *(*pn_new_delivery)(pn_link_t *, pn_bytes_t);
+static Py_ssize_t (*pn_send)(pn_link_t *, const char *, size_t);
 static _Bool (*pn_settled)(pn_delivery_t *);
 static pn_disposition_t *(*pn_local)(pn_delivery_t *), *(*pn_remote)(pn_delivery_t *);
 static _Bool (*pn_is_failed)(pn_disposition_t *), (*pn_is_undeliverable)(pn_disposition_t *);
@@ -847,7 +850,8 @@ static const struct {
     BOUND("pn_disposition_is_undeliverable", pn_is_undeliverable),
     BOUND("pn_disposition_set_failed", pn_set_failed),
     BOUND("pn_disposition_set_undeliverable", pn_set_undeliverable), BOUND("pn_delivery_tag", pn_tag),
-    BOUND("pn_delivery_settled", pn_settled),
+    BOUND("pn_delivery_settled", pn_settled), BOUND("pn_delivery", pn_new_delivery),
+    BOUND("pn_link_send", pn_send),
 };
 #define PROTON_CALL_COUNT (sizeof PROTON_CALLS / sizeof PROTON_CALLS[0])
 #define PN_LOCAL_ACTIVE 2
@@ -958,6 +962,30 @@ static PyObject *sp_delivery_in(PyObject *Py_UNUSED(self), PyObject *const *args
     return payload;
 }
 
+/* native.send_raw: a new delivery with `tag` on the broker's sender `link`, `payload` as its whole message,
+ * the link moved on; settled at once when `settled`. */
+static PyObject *sp_send_raw(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "send_raw(link, tag, payload, settled)");
+        return NULL;
+    }
+    if (unbound()) return NULL;
+    pn_link_t *link = pointer_of(args[0], link_ctype);
+    if (link == NULL) return NULL;
+    if (!PyBytes_Check(args[1]) || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "send_raw: the tag and payload are bytes");
+        return NULL;
+    }
+    int settled = PyObject_IsTrue(args[3]);
+    if (settled < 0) return NULL;
+    pn_bytes_t tag = {(size_t)PyBytes_GET_SIZE(args[1]), PyBytes_AS_STRING(args[1])};
+    pn_delivery_t *delivery = pn_new_delivery(link, tag);
+    pn_send(link, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2]));
+    pn_advance(link);
+    if (settled && delivery != NULL) pn_settle(delivery);
+    Py_RETURN_NONE;
+}
+
 /* native.settle_all: settle the turn's client deliveries (each referenced by the endpoint) with `outcome`,
  * or with 0 echo each one's remote outcome (a modified one's failed and undeliverable flags copied), and let
  * go of them. */
@@ -1066,6 +1094,8 @@ static PyMethodDef methods[] = {
     {"bind_proton", sp_bind_proton, METH_VARARGS, "proton's C functions, by name and address, and its cdata"},
     {"delivery_in", (PyCFunction)(void (*)(void))sp_delivery_in, METH_FASTCALL,
      "a client transfer's payload (False: still arriving), the credit topped up; or a disposition's"},
+    {"send_raw", (PyCFunction)(void (*)(void))sp_send_raw, METH_FASTCALL,
+     "a new delivery of an encoded message on a sender link"},
     {"settle_all", sp_settle_all, METH_VARARGS, "settle referenced client deliveries with an outcome, let go"},
     {"write_out", (PyCFunction)(void (*)(void))sp_write_out, METH_FASTCALL,
      "(capacity, pending) of a transport after writing its output to a socket"},

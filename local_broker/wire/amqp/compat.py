@@ -24,17 +24,14 @@ TRACKING_ID = symbol("com.microsoft:tracking-id")
 LIB = _LIB = cproton_ffi.lib  # proton's C API, for the hot paths that skip its Python wrappers
 _FFI = cproton_ffi.ffi
 # proton's C calls, bound once: reading one from cffi's lib object costs ~225 instructions a time
-pn_delivery = _LIB.pn_delivery
 pn_delivery_local = _LIB.pn_delivery_local
 pn_delivery_remote = _LIB.pn_delivery_remote
 pn_delivery_settle = _LIB.pn_delivery_settle
 pn_delivery_tag = _LIB.pn_delivery_tag
 pn_delivery_update = _LIB.pn_delivery_update
 pn_disposition_condition = _LIB.pn_disposition_condition
-pn_link_advance = _LIB.pn_link_advance
 pn_link_attachments = _LIB.pn_link_attachments
 pn_link_name = _LIB.pn_link_name
-pn_link_send = _LIB.pn_link_send
 pn_record_get_py = _LIB.pn_record_get_py
 DOTNET_EPOCH_TICKS = 621_355_968_000_000_000
 
@@ -324,19 +321,6 @@ def write_filter(terminus: Terminus, filters: dict[Any, Any]) -> None:
 def dotnet_ticks(epoch_seconds: float) -> int:
     """A .NET DateTime in ticks (100 ns since 0001-01-01), as `com.microsoft:locked-until-utc` needs."""
     return int(epoch_seconds * 10_000_000) + DOTNET_EPOCH_TICKS
-
-
-def send_raw(link: Link, tag: bytes, payload: bytes, settled: bool) -> None:
-    """Transfer already-encoded bytes; proton splits them into frames of the peer's max-frame-size.
-
-    Straight through proton's C API: the Python `Delivery` wrapper proton would build per message is
-    not needed (events about the delivery wrap it when they come)."""
-    impl = link._impl
-    delivery = pn_delivery(impl, (len(tag), _FFI.from_buffer(tag)))
-    pn_link_send(impl, payload, len(payload))
-    pn_link_advance(impl)
-    if settled:
-        pn_delivery_settle(delivery)
 
 
 def remote_disposition(delivery: Any) -> Disposition:

@@ -155,6 +155,7 @@ class NamespaceEndpoint(Handler):
         bound = native.bound()  # the C module's twins of native.py's reference, with proton's calls in it
         self.delivery_in = native.delivery_in if bound is None else bound.delivery_in
         self.settle_all = native.settle_all if bound is None else bound.settle_all
+        self.send_raw = native.send_raw if bound is None else bound.send_raw
         self.echoes: list[Any] = []  # C deliveries whose settlement is echoed after the commit (referenced)
         self.accepts: list[Any] = []  # C deliveries of sends accepted after the commit (referenced)
         self.failure: BrokerError | None = None  # why the last commit failed
@@ -528,15 +529,16 @@ class NamespaceEndpoint(Handler):
                 self._detach(link, exc)
                 return
             peek_lock = state.mode is ReceiveMode.PEEK_LOCK
+            send_raw = self.send_raw
             if batch:
                 self.turn.rearm = True  # new locks (or an entity's idle time) to watch
             for msg in batch:
                 payload = messages.encode_message(msg, with_lock=peek_lock and state.session is None)
                 if peek_lock:
-                    compat.send_raw(link, msg.lock_token.bytes_le, payload, settled=False)
+                    send_raw(impl, msg.lock_token.bytes_le, payload, False)
                 else:
                     state.tag_counter += 1
-                    compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=True)
+                    send_raw(impl, struct.pack(">Q", state.tag_counter), payload, True)
         if pn_link_get_drain(impl) and pn_link_credit(impl) > 0:
             pn_link_drained(impl)
 
@@ -770,7 +772,7 @@ def _send_reply(link: Link, payload: bytes) -> None:
     state.tag_counter += 1
     # presettled when the client's reply link asked for that (go-amqp's RPC links do)
     settled = link.snd_settle_mode == Link.SND_SETTLED
-    compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=settled)
+    native.send_raw(link._impl, struct.pack(">Q", state.tag_counter), payload, settled)
 
 
 def _harmless(condition: Any) -> bool:

@@ -22,8 +22,9 @@ CALLS = ("pn_transport_pending", "pn_transport_peek", "pn_transport_pop", "pn_tr
          "pn_link_flow", "pn_delivery_update", "pn_delivery_settle", "pn_decref", "pn_delivery_remote_state",
          "pn_delivery_local", "pn_delivery_remote", "pn_disposition_is_failed",
          "pn_disposition_is_undeliverable", "pn_disposition_set_failed", "pn_disposition_set_undeliverable",
-         "pn_delivery_tag", "pn_delivery_settled")
+         "pn_delivery_tag", "pn_delivery_settled", "pn_delivery", "pn_link_send")
 pn_decref = _LIB.pn_decref
+pn_delivery = _LIB.pn_delivery
 pn_delivery_local = _LIB.pn_delivery_local
 pn_delivery_partial = _LIB.pn_delivery_partial
 pn_delivery_pending = _LIB.pn_delivery_pending
@@ -42,6 +43,7 @@ pn_link_credit = _LIB.pn_link_credit
 pn_link_flow = _LIB.pn_link_flow
 pn_link_is_sender = _LIB.pn_link_is_sender
 pn_link_recv = _LIB.pn_link_recv
+pn_link_send = _LIB.pn_link_send
 pn_link_state = _LIB.pn_link_state
 PN_LOCAL_ACTIVE = _LIB.PN_LOCAL_ACTIVE
 PN_MODIFIED = _LIB.PN_MODIFIED
@@ -81,6 +83,17 @@ def delivery_in(link: Any, delivery: Any, credit_target: int) -> bytes | bool | 
         if credit < credit_target // 2 and pn_link_state(link) & PN_LOCAL_ACTIVE:
             pn_link_flow(link, credit_target - credit)
     return bytes(payload) if got == size else bytes(payload[:max(got, 0)])
+
+
+def send_raw(link: Any, tag: bytes, payload: bytes, settled: bool) -> None:
+    """Transfer already-encoded bytes on the broker's C sender `link` as a new delivery; proton splits them
+    into frames of the peer's max-frame-size (no Python `Delivery` wrapper: events about the delivery make
+    one when they come)."""
+    delivery = pn_delivery(link, (len(tag), _FFI.from_buffer(tag)))
+    pn_link_send(link, payload, len(payload))
+    pn_link_advance(link)
+    if settled:
+        pn_delivery_settle(delivery)
 
 
 def settle_all(deliveries: list[Any], outcome: int) -> None:

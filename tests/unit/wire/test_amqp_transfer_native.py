@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from proton import Connection, Delivery, Transport
 
+from local_broker.wire.amqp import compat
 from local_broker.wire.amqp import native as reference
 
 
@@ -69,6 +70,11 @@ def _implementations(native_module: Any) -> list[tuple[str, Any, Any]]:
     assert bound is native_module
     return [("python", reference.delivery_in, reference.settle_all),
             ("c", bound.delivery_in, bound.settle_all)]
+
+
+def _senders(native_module: Any) -> list[tuple[str, Any]]:
+    assert reference.bound() is native_module
+    return [("python", reference.send_raw), ("c", native_module.send_raw)]
 
 
 def _take(delivery_in: Any, payload: bytes, credit: int, target: int, cut: int | None) -> tuple[Any, ...]:
@@ -190,6 +196,29 @@ def test_settlements_reach_the_client_as_the_references(native, outcome, modifie
         assert [(failed, undeliverable) for *_, failed, undeliverable in seen["c"]] == [modified, modified]
 
 
+@settings(max_examples=25, deadline=None)
+@given(messages=st.lists(st.tuples(st.binary(max_size=32), st.binary(max_size=2000), st.booleans()),
+                         max_size=4))
+def test_deliveries_sent_reach_the_client_as_the_references(native, messages) -> None:
+    seen = {}
+    for name, send_raw in _senders(native):
+        pair = Pair()
+        pair.receiver.flow(10)
+        pair.pump()
+        for tag, payload, settled in messages:
+            send_raw(pair.broker_sender._impl, tag, payload, settled)
+        pair.pump()
+        got = []
+        while pair.receiver.current is not None:
+            delivery = pair.receiver.current
+            tag = compat.delivery_tag(delivery._impl)  # proton's own reads tags as UTF-8
+            got.append((tag, pair.receiver.recv(delivery.pending) or b"", delivery.settled))
+            pair.receiver.advance()
+        seen[name] = got
+    assert seen["c"] == seen["python"]
+    assert seen["c"] == messages
+
+
 def test_bad_arguments_are_the_callers_errors(native) -> None:
     bound = reference.bound()
     pair = Pair()
@@ -207,3 +236,7 @@ def test_bad_arguments_are_the_callers_errors(native) -> None:
     assert not pair.sender.current.settled
     with pytest.raises(TypeError):
         bound.settle_all((delivery,), Delivery.ACCEPTED)
+    with pytest.raises(TypeError):
+        bound.send_raw(delivery, b"t", b"m", False)
+    with pytest.raises(TypeError):
+        bound.send_raw(link, "t", b"m", False)
