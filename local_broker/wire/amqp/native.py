@@ -53,8 +53,11 @@ _bound: dict[int, Any] = {}  # id(the C module) -> it, once proton's calls are b
 def bound() -> Any:
     """The C module with proton's calls bound into it, or None with the pure-Python codec."""
     module = values._native
-    if module is None:
-        return None
+    return None if module is None else bind(module)
+
+
+def bind(module: Any) -> Any:
+    """`module` (the C module) with proton's calls bound into it, once."""
     if id(module) not in _bound:
         calls = {name: int(_FFI.cast("uintptr_t", _FFI.addressof(_LIB, name))) for name in CALLS}
         known = id(calls)  # an address the C module compares the pointers' with

@@ -66,15 +66,13 @@ class Pair:
 
 
 def _implementations(native_module: Any) -> list[tuple[str, Any, Any]]:
-    bound = reference.bound()
-    assert bound is native_module
+    bound = reference.bind(native_module)
     return [("python", reference.delivery_in, reference.settle_all),
             ("c", bound.delivery_in, bound.settle_all)]
 
 
 def _senders(native_module: Any) -> list[tuple[str, Any]]:
-    assert reference.bound() is native_module
-    return [("python", reference.send_raw), ("c", native_module.send_raw)]
+    return [("python", reference.send_raw), ("c", reference.bind(native_module).send_raw)]
 
 
 def _take(delivery_in: Any, payload: bytes, credit: int, target: int, cut: int | None) -> tuple[Any, ...]:
@@ -220,7 +218,7 @@ def test_deliveries_sent_reach_the_client_as_the_references(native, messages) ->
 
 
 def test_bad_arguments_are_the_callers_errors(native) -> None:
-    bound = reference.bound()
+    bound = reference.bind(native)
     pair = Pair()
     pair.sender.delivery(b"t")
     link, delivery = pair.sender._impl, pair.sender.current._impl
