@@ -11,10 +11,14 @@
  *   encode_map_items(items) -> bytes | NotImplemented    (a map from its flat key, value, ... list)
  *   decode_sections(buf) -> (header, annotations, properties, application_properties, body) | NotImplemented
  *   lock_token(tag) -> uuid.UUID | NotImplemented   (a 16-byte delivery tag in .NET GUID byte order)
- *   scan_frames(data, skip, head_max) -> (end, skip, heads)   (compat.IncomingFrames' frame scan)
+ *   scan_frames(data, skip, head_max[, next_ids, partial]) -> (end, skip, heads)   (compat.IncomingFrames'
+ *       frame scan; with its next_ids and partial, the plain transfers' ids counted in C, their heads kept)
  *   delivery_head(ttl_ms, delivery_count, sequence_number, enqueued_time, enqueue_sequence_number,
  *                 locked_until) -> bytes | NotImplemented   (messages._delivery_head)
- *   bind_proton(pending, peek, pop, capacity, close_head)   (proton's C functions, by address: loop.py)
+ *   bind_proton(calls, link, delivery)   (proton's C functions by name -> address, and its cdata: compat.py)
+ *   delivery_in(link, delivery, credit_target) -> bytes | False | (outcome, settled, tag)   (native.py)
+ *   send_raw(link, tag, payload, settled)   (native.send_raw)
+ *   settle_all(deliveries, outcome)   (native.settle_all)
  *   write_out(transport, fd, buffer, max_write) -> (capacity, pending)   (loop.TransportIO's write)
  *   configure(ubyte, byte, ushort, short, uint, int32, ulong, float32, symbol, timestamp, uuid_class,
  *             safe_unknown)    (the Python types decoded values take; called once by values.py)
@@ -554,9 +558,76 @@ static PyObject *sp_lock_token(PyObject *Py_UNUSED(self), PyObject *tag) {
  * The same walk as compat._scan_frames (the reference): `skip` bytes of the frame before are passed over, the
  * protocol header skipped, each frame's first min(size, head_max) bytes (its head) examined, and the walk
  * stops before a head that is not all in `data`. Any bytes are valid input: nothing to decline. */
+/* A transfer whose delivery-id is the one its session expects, that starts and ends a delivery of the default
+ * message-format (no more frames, format 0 or absent), while no delivery of the connection is arriving in
+ * parts: IncomingFrames._read_frame would only count the id, so it is counted here (next_ids[channel]) and
+ * its head not handed over. 1: counted; 0: not such a transfer (left to Python, nothing changed); -1: error. */
+static int count_plain_transfer(const unsigned char *f, Py_ssize_t head, PyObject *next_ids) {
+    Py_ssize_t pos = (Py_ssize_t)f[4] * 4 + 3, end;
+    uint32_t count;
+    if (pos + 3 > head) return 0;
+    if (f[pos] == 0xC0) {
+        end = pos + 2 + f[pos + 1];
+        count = f[pos + 2];
+        pos += 3;
+    } else if (f[pos] == 0xD0 && pos + 9 <= head) {
+        end = pos + 5 + (Py_ssize_t)be32(f + pos + 1);
+        count = be32(f + pos + 5);
+        pos += 9;
+    } else return 0;
+    if (end > head) end = head;
+    uint32_t numbers[2];
+    for (uint32_t i = 0; i < count && i < 6; i++) {
+        if (pos >= end) return 0;
+        unsigned char code = f[pos];
+        if (i < 2 || i == 3) { /* handle, delivery-id, message-format: uints (a format of 0 or null) */
+            uint32_t value;
+            if (code == 0x43) { value = 0; pos += 1; }
+            else if (code == 0x52 && pos + 2 <= end) { value = f[pos + 1]; pos += 2; }
+            else if (code == 0x70 && pos + 5 <= end) { value = be32(f + pos + 1); pos += 5; }
+            else if (code == 0x40 && i == 3) { value = 0; pos += 1; }
+            else return 0;
+            if (i < 2) numbers[i] = value;
+            else if (value) return 0;
+        } else if (i == 2) { /* the tag: binary or null */
+            if (code == 0xA0 && pos + 2 <= end) pos += 2 + f[pos + 1];
+            else if (code == 0xB0 && pos + 5 <= end) pos += 5 + (Py_ssize_t)be32(f + pos + 1);
+            else if (code == 0x40) pos += 1;
+            else return 0;
+        } else if (code == 0x40 || code == 0x41 || code == 0x42 || (code == 0x56 && pos + 2 <= end)) {
+            if (i == 5 && (code == 0x41 || (code == 0x56 && f[pos + 1]))) return 0; /* more: in parts */
+            pos += code == 0x56 ? 2 : 1;
+        } else return 0;
+    }
+    if (count < 2 || pos > end) return 0;
+    PyObject *channel = PyLong_FromLong(be16(f + 6));
+    if (channel == NULL) return -1;
+    PyObject *expected = PyDict_GetItemWithError(next_ids, channel);
+    int counted = 0;
+    if (expected == NULL && PyErr_Occurred()) goto done;
+    if (expected != NULL) {
+        unsigned long want = PyLong_Check(expected) ? PyLong_AsUnsignedLong(expected) : (unsigned long)-1;
+        if (want == (unsigned long)-1 && PyErr_Occurred()) PyErr_Clear();
+        if (want != numbers[1]) goto done; /* out of sequence: Python renumbers it */
+    }
+    PyObject *next = PyLong_FromUnsignedLong((numbers[1] + 1) & 0xFFFFFFFFu);
+    if (next == NULL) { counted = -1; goto done; }
+    counted = PyDict_SetItem(next_ids, channel, next) < 0 ? -1 : 1;
+    Py_DECREF(next);
+done:
+    if (expected == NULL && PyErr_Occurred()) counted = -1;
+    Py_DECREF(channel);
+    return counted;
+}
+
 static PyObject *sp_scan_frames(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "scan_frames(data, skip, head_max)");
+    if (nargs != 3 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "scan_frames(data, skip, head_max[, next_ids, partial])");
+        return NULL;
+    }
+    PyObject *next_ids = nargs == 5 ? args[3] : NULL, *partial = nargs == 5 ? args[4] : NULL;
+    if (next_ids != NULL && (!PyDict_CheckExact(next_ids) || !PySet_Check(partial))) {
+        PyErr_SetString(PyExc_TypeError, "scan_frames: next_ids is a dict and partial a set");
         return NULL;
     }
     Py_ssize_t skip = PyLong_AsSsize_t(args[1]), head_max = PyLong_AsSsize_t(args[2]);
@@ -571,6 +642,9 @@ static PyObject *sp_scan_frames(PyObject *Py_UNUSED(self), PyObject *const *args
     Py_ssize_t pos = 0, end = view.len;
     PyObject *heads = PyList_New(0);
     if (heads == NULL) goto fail;
+    /* the plain transfers before the first head handed over are counted here, while no delivery arrives in
+     * parts: the dict then changes in the order _read_frame would have changed it */
+    int counting = next_ids != NULL && PySet_GET_SIZE(partial) == 0;
     while (pos < end) {
         if (skip) {
             Py_ssize_t step = skip < end - pos ? skip : end - pos;
@@ -591,6 +665,14 @@ static PyObject *sp_scan_frames(PyObject *Py_UNUSED(self), PyObject *const *args
         Py_ssize_t body = (Py_ssize_t)f[4] * 4;
         if (f[5] == 0 && head >= body + 3 && f[body] == 0x00 && f[body + 1] == 0x53 &&
             (f[body + 2] == 0x11 || f[body + 2] == 0x12 || f[body + 2] == 0x14)) {
+            int counted = counting && f[body + 2] == 0x14 ? count_plain_transfer(f, head, next_ids) : 0;
+            if (counted < 0) goto fail;
+            if (counted) {
+                pos += head;
+                skip = size - head;
+                continue;
+            }
+            counting = 0; /* Python reads this head after the scan: the later ones too, in their order */
             PyObject *entry = Py_BuildValue("(nn)", pos, head);
             if (entry == NULL || PyList_Append(heads, entry) < 0) {
                 Py_XDECREF(entry);
@@ -718,12 +800,62 @@ static PyObject *sp_delivery_head(PyObject *Py_UNUSED(self), PyObject *const *ar
 /* ---------------------------------------------------------------- a transport's output */
 
 /* proton's C calls made with the GIL held: through cffi each one releases and takes it again, a fifth of a
- * microsecond a call while the broker's other threads exist. loop.py hands their addresses over once. */
+ * microsecond a call while the broker's other threads exist. compat.native_proton() hands their addresses
+ * over once, by name (PROTON_CALLS). */
 typedef struct pn_transport_t pn_transport_t;
+typedef struct pn_link_t pn_link_t;
+typedef struct pn_delivery_t pn_delivery_t;
+typedef struct pn_disposition_t pn_disposition_t;
 static Py_ssize_t (*pn_pending)(pn_transport_t *), (*pn_capacity)(pn_transport_t *);
 static Py_ssize_t (*pn_peek)(pn_transport_t *, char *, size_t);
 static void (*pn_pop)(pn_transport_t *, size_t);
 static int (*pn_close_head)(pn_transport_t *);
+static _Bool (*pn_is_sender)(pn_link_t *), (*pn_advance)(pn_link_t *);
+static _Bool (*pn_partial)(pn_delivery_t *), (*pn_readable)(pn_delivery_t *);
+static size_t (*pn_delivery_pending)(pn_delivery_t *);
+static Py_ssize_t (*pn_recv)(pn_link_t *, char *, size_t);
+static int (*pn_credit)(pn_link_t *), (*pn_link_state)(pn_link_t *);
+static void (*pn_flow)(pn_link_t *, int);
+static void (*pn_update)(pn_delivery_t *, uint64_t);
+static void (*pn_settle)(pn_delivery_t *);
+static int (*pn_decref)(void *);
+static uint64_t (*pn_remote_state)(pn_delivery_t *);
+typedef struct {
+    size_t size;
+    const char *start;
+} pn_bytes_t;
+static pn_bytes_t (*pn_tag)(pn_delivery_t *);
+static pn_delivery_t *(*pn_new_delivery)(pn_link_t *, pn_bytes_t);
+static Py_ssize_t (*pn_send)(pn_link_t *, const char *, size_t);
+static _Bool (*pn_settled)(pn_delivery_t *);
+static pn_disposition_t *(*pn_local)(pn_delivery_t *), *(*pn_remote)(pn_delivery_t *);
+static _Bool (*pn_is_failed)(pn_disposition_t *), (*pn_is_undeliverable)(pn_disposition_t *);
+static void (*pn_set_failed)(pn_disposition_t *, _Bool), (*pn_set_undeliverable)(pn_disposition_t *, _Bool);
+
+#define BOUND(name, slot) {name, (void **)&slot}
+static const struct {
+    const char *name;
+    void **slot;
+} PROTON_CALLS[] = {
+    BOUND("pn_transport_pending", pn_pending), BOUND("pn_transport_peek", pn_peek),
+    BOUND("pn_transport_pop", pn_pop), BOUND("pn_transport_capacity", pn_capacity),
+    BOUND("pn_transport_close_head", pn_close_head), BOUND("pn_link_is_sender", pn_is_sender),
+    BOUND("pn_link_advance", pn_advance), BOUND("pn_delivery_partial", pn_partial),
+    BOUND("pn_delivery_readable", pn_readable), BOUND("pn_delivery_pending", pn_delivery_pending),
+    BOUND("pn_link_recv", pn_recv), BOUND("pn_link_credit", pn_credit), BOUND("pn_link_state", pn_link_state),
+    BOUND("pn_link_flow", pn_flow), BOUND("pn_delivery_update", pn_update),
+    BOUND("pn_delivery_settle", pn_settle), BOUND("pn_decref", pn_decref),
+    BOUND("pn_delivery_remote_state", pn_remote_state), BOUND("pn_delivery_local", pn_local),
+    BOUND("pn_delivery_remote", pn_remote), BOUND("pn_disposition_is_failed", pn_is_failed),
+    BOUND("pn_disposition_is_undeliverable", pn_is_undeliverable),
+    BOUND("pn_disposition_set_failed", pn_set_failed),
+    BOUND("pn_disposition_set_undeliverable", pn_set_undeliverable), BOUND("pn_delivery_tag", pn_tag),
+    BOUND("pn_delivery_settled", pn_settled), BOUND("pn_delivery", pn_new_delivery),
+    BOUND("pn_link_send", pn_send),
+};
+#define PROTON_CALL_COUNT (sizeof PROTON_CALLS / sizeof PROTON_CALLS[0])
+#define PN_LOCAL_ACTIVE 2
+#define PN_MODIFIED 0x27
 
 static void *address(PyObject *number) {
     void *p = PyLong_AsVoidPtr(number);
@@ -731,17 +863,152 @@ static void *address(PyObject *number) {
     return p;
 }
 
+/* A cffi pointer (cdata) holds its address after its ctype (cffi's CDataObject, the same since cffi 1.0);
+ * bind_proton checks that on pointers of known address and keeps the link's and delivery's ctypes, so that
+ * reading one costs a comparison, not cffi's int(ffi.cast("uintptr_t", p)) (~280 ns). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *c_type;
+    char *c_data;
+} CData;
+static PyTypeObject *cdata_type;
+static PyObject *link_ctype, *delivery_ctype;
+
+static void *pointer_of(PyObject *cdata, PyObject *ctype) {
+    if (Py_TYPE(cdata) != cdata_type || ((CData *)cdata)->c_type != ctype || ((CData *)cdata)->c_data == NULL) {
+        PyErr_SetString(PyExc_TypeError, ctype == link_ctype ? "not a pn_link_t *" : "not a pn_delivery_t *");
+        return NULL;
+    }
+    return ((CData *)cdata)->c_data;
+}
+
+static int bind_ctype(PyObject *sample, const void *expected, PyObject **ctype) {
+    if (Py_TYPE(sample) != cdata_type || ((CData *)sample)->c_data != expected) {
+        PyErr_SetString(PyExc_ValueError, "bind_proton: a cdata does not hold its address where expected");
+        return -1;
+    }
+    Py_INCREF(((CData *)sample)->c_type);
+    Py_XSETREF(*ctype, ((CData *)sample)->c_type);
+    return 0;
+}
+
+/* bind_proton(calls, link, delivery): `calls` maps each name of PROTON_CALLS to its address; `link` and
+ * `delivery` are a pn_link_t * and a pn_delivery_t * cast from id(calls) (an address the check knows; it is
+ * never dereferenced). */
 static PyObject *sp_bind_proton(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *a[5];
-    if (!PyArg_ParseTuple(args, "OOOOO", &a[0], &a[1], &a[2], &a[3], &a[4])) return NULL;
-    void *p[5];
-    for (int i = 0; i < 5; i++)
-        if ((p[i] = address(a[i])) == NULL) return NULL;
-    pn_pending = (Py_ssize_t(*)(pn_transport_t *))p[0];
-    pn_peek = (Py_ssize_t(*)(pn_transport_t *, char *, size_t))p[1];
-    pn_pop = (void (*)(pn_transport_t *, size_t))p[2];
-    pn_capacity = (Py_ssize_t(*)(pn_transport_t *))p[3];
-    pn_close_head = (int (*)(pn_transport_t *))p[4];
+    PyObject *calls, *link, *delivery;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyDict_Type, &calls, &link, &delivery)) return NULL;
+    void *found[PROTON_CALL_COUNT];
+    for (size_t i = 0; i < PROTON_CALL_COUNT; i++) {
+        PyObject *number = PyDict_GetItemString(calls, PROTON_CALLS[i].name);
+        if (number == NULL) {
+            PyErr_Format(PyExc_KeyError, "bind_proton: no address for %s", PROTON_CALLS[i].name);
+            return NULL;
+        }
+        if ((found[i] = address(number)) == NULL) return NULL;
+    }
+    cdata_type = Py_TYPE(link);
+    if (bind_ctype(link, calls, &link_ctype) < 0 || bind_ctype(delivery, calls, &delivery_ctype) < 0) {
+        cdata_type = NULL;
+        return NULL;
+    }
+    for (size_t i = 0; i < PROTON_CALL_COUNT; i++) *PROTON_CALLS[i].slot = found[i];
+    Py_RETURN_NONE;
+}
+
+static int unbound(void) {
+    if (pn_pending != NULL && cdata_type != NULL) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "bind_proton() was not called");
+    return 1;
+}
+
+/* native.delivery_in: what on_delivery does first with a delivery event. On the broker's sender link (the
+ * client's disposition): (remote outcome, settled, tag). On its receiver: False while the transfer is still
+ * arriving; else its payload, the link moved on to the next delivery and, with credit_target > 0, its credit
+ * topped up to credit_target once it fell under half of it. */
+static PyObject *sp_delivery_in(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "delivery_in(link, delivery, credit_target)");
+        return NULL;
+    }
+    if (unbound()) return NULL;
+    pn_link_t *link = pointer_of(args[0], link_ctype);
+    pn_delivery_t *delivery = link == NULL ? NULL : pointer_of(args[1], delivery_ctype);
+    if (delivery == NULL) return NULL;
+    long target = PyLong_AsLong(args[2]);
+    if (target == -1 && PyErr_Occurred()) return NULL;
+    if (target < 0 || target > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "delivery_in: credit_target out of range");
+        return NULL;
+    }
+    if (pn_is_sender(link)) {
+        pn_bytes_t tag = pn_tag(delivery);
+        return Py_BuildValue("(KOy#)", (unsigned long long)pn_remote_state(delivery),
+                             pn_settled(delivery) ? Py_True : Py_False, tag.start ? tag.start : "",
+                             (Py_ssize_t)tag.size);
+    }
+    if (pn_partial(delivery) || !pn_readable(delivery)) Py_RETURN_FALSE;
+    size_t size = pn_delivery_pending(delivery);
+    if (size > PY_SSIZE_T_MAX) size = PY_SSIZE_T_MAX;
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (payload == NULL) return NULL;
+    Py_ssize_t got = pn_recv(link, PyBytes_AS_STRING(payload), size);
+    pn_advance(link);
+    if (got != (Py_ssize_t)size && _PyBytes_Resize(&payload, got > 0 ? got : 0) < 0) return NULL;
+    if (target > 0) {
+        int credit = pn_credit(link);
+        if (credit < target / 2 && (pn_link_state(link) & PN_LOCAL_ACTIVE)) pn_flow(link, (int)target - credit);
+    }
+    return payload;
+}
+
+/* native.send_raw: a new delivery with `tag` on the broker's sender `link`, `payload` as its whole message,
+ * the link moved on; settled at once when `settled`. */
+static PyObject *sp_send_raw(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "send_raw(link, tag, payload, settled)");
+        return NULL;
+    }
+    if (unbound()) return NULL;
+    pn_link_t *link = pointer_of(args[0], link_ctype);
+    if (link == NULL) return NULL;
+    if (!PyBytes_Check(args[1]) || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "send_raw: the tag and payload are bytes");
+        return NULL;
+    }
+    int settled = PyObject_IsTrue(args[3]);
+    if (settled < 0) return NULL;
+    pn_bytes_t tag = {(size_t)PyBytes_GET_SIZE(args[1]), PyBytes_AS_STRING(args[1])};
+    pn_delivery_t *delivery = pn_new_delivery(link, tag);
+    pn_send(link, PyBytes_AS_STRING(args[2]), (size_t)PyBytes_GET_SIZE(args[2]));
+    pn_advance(link);
+    if (settled && delivery != NULL) pn_settle(delivery);
+    Py_RETURN_NONE;
+}
+
+/* native.settle_all: settle the turn's client deliveries (each referenced by the endpoint) with `outcome`,
+ * or with 0 echo each one's remote outcome (a modified one's failed and undeliverable flags copied), and let
+ * go of them. */
+static PyObject *sp_settle_all(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *deliveries;
+    unsigned long long outcome;
+    if (!PyArg_ParseTuple(args, "O!K", &PyList_Type, &deliveries, &outcome)) return NULL;
+    if (unbound()) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(deliveries);
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (pointer_of(PyList_GET_ITEM(deliveries, i), delivery_ctype) == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        pn_delivery_t *delivery = (pn_delivery_t *)((CData *)PyList_GET_ITEM(deliveries, i))->c_data;
+        uint64_t state = outcome ? outcome : pn_remote_state(delivery);
+        if (!outcome && state == PN_MODIFIED) {
+            pn_disposition_t *local = pn_local(delivery), *remote = pn_remote(delivery);
+            pn_set_failed(local, pn_is_failed(remote));
+            pn_set_undeliverable(local, pn_is_undeliverable(remote));
+        }
+        pn_update(delivery, state);
+        pn_settle(delivery);
+        pn_decref(delivery);
+    }
     Py_RETURN_NONE;
 }
 
@@ -753,10 +1020,7 @@ static PyObject *sp_write_out(PyObject *Py_UNUSED(self), PyObject *const *args, 
         PyErr_SetString(PyExc_TypeError, "write_out(transport, fd, buffer, max_write)");
         return NULL;
     }
-    if (pn_pending == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "bind_proton() was not called");
-        return NULL;
-    }
+    if (unbound()) return NULL;
     pn_transport_t *transport = address(args[0]);
     if (transport == NULL) return NULL;
     long fd = PyLong_AsLong(args[1]);
@@ -827,7 +1091,12 @@ static PyMethodDef methods[] = {
      "(end, skip, [(pos, head), ...]): the frame heads of data that compat.IncomingFrames reads"},
     {"delivery_head", (PyCFunction)(void (*)(void))sp_delivery_head, METH_FASTCALL,
      "the header and message annotations of a delivery, or NotImplemented"},
-    {"bind_proton", sp_bind_proton, METH_VARARGS, "proton's C functions write_out calls, by address"},
+    {"bind_proton", sp_bind_proton, METH_VARARGS, "proton's C functions, by name and address, and its cdata"},
+    {"delivery_in", (PyCFunction)(void (*)(void))sp_delivery_in, METH_FASTCALL,
+     "a client transfer's payload (False: still arriving), the credit topped up; or a disposition's"},
+    {"send_raw", (PyCFunction)(void (*)(void))sp_send_raw, METH_FASTCALL,
+     "a new delivery of an encoded message on a sender link"},
+    {"settle_all", sp_settle_all, METH_VARARGS, "settle referenced client deliveries with an outcome, let go"},
     {"write_out", (PyCFunction)(void (*)(void))sp_write_out, METH_FASTCALL,
      "(capacity, pending) of a transport after writing its output to a socket"},
     {"configure", sp_configure, METH_VARARGS, "the Python types of decoded values"},

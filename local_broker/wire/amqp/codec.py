@@ -131,17 +131,14 @@ def decode_sections(buf: bytes) -> Sections:
     found = NotImplemented if native is None else native.decode_sections(buf)
     if found is NotImplemented:
         return _decode_sections(buf)
-    out = Sections(body=found[4])
-    try:
-        for code, value in zip(_DECODED, found, strict=False):
-            if value is not None:
-                _apply_section(out, code, value)
+    header, annotations, properties, application_properties, body = found
+    try:  # one object per section found, none for those absent
+        return Sections(Header() if header is None else _header(header),
+                        {} if annotations is None else dict(annotations),
+                        {} if properties is None else _properties(properties),
+                        {} if application_properties is None else dict(application_properties), body)
     except Exception:  # a section of the wrong type: the reference says which
         return _decode_sections(buf)
-    return out
-
-
-_DECODED = (HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES)  # native.decode_sections' order
 
 
 def _decode_sections(buf: bytes) -> Sections:
@@ -196,22 +193,30 @@ def _decode_sections(buf: bytes) -> Sections:
 
 def _apply_section(out: Sections, code: int, value: Any) -> None:
     if code == HEADER:
-        fields = value or ()
-        count = len(fields)
-        out.header = Header(
-            durable=bool(fields[0]) if count > 0 else False,
-            priority=4 if count < 2 or fields[1] is None else int(fields[1]),
-            ttl_ms=None if count < 3 or fields[2] is None else int(fields[2]),
-            first_acquirer=bool(fields[3]) if count > 3 else False,
-            delivery_count=int(fields[4] or 0) if count > 4 else 0,
-        )
+        out.header = _header(value)
     elif code == MESSAGE_ANNOTATIONS:
         out.annotations = dict(value or {})
     elif code == PROPERTIES:
-        pairs = zip(PROPERTY_FIELDS, value or (), strict=False)
-        out.properties = {name: v for name, v in pairs if v is not None}
+        out.properties = _properties(value)
     elif code == APPLICATION_PROPERTIES:
         out.application_properties = dict(value or {})
+
+
+def _header(value: Any) -> Header:
+    fields = value or ()
+    count = len(fields)
+    return Header(
+        durable=bool(fields[0]) if count > 0 else False,
+        priority=4 if count < 2 or fields[1] is None else int(fields[1]),
+        ttl_ms=None if count < 3 or fields[2] is None else int(fields[2]),
+        first_acquirer=bool(fields[3]) if count > 3 else False,
+        delivery_count=int(fields[4] or 0) if count > 4 else 0,
+    )
+
+
+def _properties(value: Any) -> dict[str, Any]:
+    """The properties section's fields that are set, by PROPERTY_FIELDS name."""
+    return {name: v for name, v in zip(PROPERTY_FIELDS, value or (), strict=False) if v is not None}
 
 
 def batch_messages(buf: bytes) -> list[bytes]:

@@ -24,25 +24,14 @@ TRACKING_ID = symbol("com.microsoft:tracking-id")
 LIB = _LIB = cproton_ffi.lib  # proton's C API, for the hot paths that skip its Python wrappers
 _FFI = cproton_ffi.ffi
 # proton's C calls, bound once: reading one from cffi's lib object costs ~225 instructions a time
-PN_ACCEPTED = _LIB.PN_ACCEPTED
-pn_delivery = _LIB.pn_delivery
 pn_delivery_local = _LIB.pn_delivery_local
-pn_delivery_pending = _LIB.pn_delivery_pending
 pn_delivery_remote = _LIB.pn_delivery_remote
-pn_delivery_remote_state = _LIB.pn_delivery_remote_state
 pn_delivery_settle = _LIB.pn_delivery_settle
 pn_delivery_tag = _LIB.pn_delivery_tag
 pn_delivery_update = _LIB.pn_delivery_update
 pn_disposition_condition = _LIB.pn_disposition_condition
-pn_disposition_is_failed = _LIB.pn_disposition_is_failed
-pn_disposition_is_undeliverable = _LIB.pn_disposition_is_undeliverable
-pn_disposition_set_failed = _LIB.pn_disposition_set_failed
-pn_disposition_set_undeliverable = _LIB.pn_disposition_set_undeliverable
-pn_link_advance = _LIB.pn_link_advance
 pn_link_attachments = _LIB.pn_link_attachments
 pn_link_name = _LIB.pn_link_name
-pn_link_recv = _LIB.pn_link_recv
-pn_link_send = _LIB.pn_link_send
 pn_record_get_py = _LIB.pn_record_get_py
 DOTNET_EPOCH_TICKS = 621_355_968_000_000_000
 
@@ -50,7 +39,7 @@ DOTNET_EPOCH_TICKS = 621_355_968_000_000_000
 def delivery_tag(delivery: Any) -> bytes:
     """The raw delivery tag of a C delivery (SDK senders use 4-byte counters that are not valid UTF-8)."""
     tag = pn_delivery_tag(delivery)
-    return bytes(_FFI.unpack(tag.start, tag.size))
+    return bytes(_FFI.unpack(tag.start, tag.size)) if tag.size else b""  # an empty one starts at NULL
 
 
 def link_state(link: Any) -> Any:
@@ -58,15 +47,6 @@ def link_state(link: Any) -> Any:
     object's record), or None."""
     record = pn_record_get_py(pn_link_attachments(link))
     return None if record == _FFI.NULL else _FFI.from_handle(record).get("sb")
-
-
-def receive(link: Any, delivery: Any) -> bytes:
-    """The whole payload of a complete incoming C delivery; the link moves on to the next one."""
-    size = pn_delivery_pending(delivery)
-    payload = bytearray(size)
-    got = pn_link_recv(link, _FFI.from_buffer(payload), size)
-    pn_link_advance(link)
-    return bytes(payload) if got == size else bytes(payload[:max(got, 0)])
 
 
 class IncomingFrames:
@@ -111,8 +91,11 @@ class IncomingFrames:
         if self._pending:  # a frame start that straddled two reads (a few hundred bytes at most)
             data, self._pending = self._pending + bytes(data), b""
         native = values._native
-        scan = _scan_frames if native is None else native.scan_frames
-        pos, self._skip, heads = scan(data, self._skip, self.PERFORMATIVE_BYTES)
+        if native is None:
+            pos, self._skip, heads = _scan_frames(data, self._skip, self.PERFORMATIVE_BYTES)
+        else:  # it counts the delivery-ids of the transfers _read_frame would only count
+            pos, self._skip, heads = native.scan_frames(data, self._skip, self.PERFORMATIVE_BYTES,
+                                                        self._next_id, self._partial)
         view, end = memoryview(data), len(data)
         if pos < end:
             self._pending = bytes(view[pos:end])
@@ -340,43 +323,9 @@ def dotnet_ticks(epoch_seconds: float) -> int:
     return int(epoch_seconds * 10_000_000) + DOTNET_EPOCH_TICKS
 
 
-def send_raw(link: Link, tag: bytes, payload: bytes, settled: bool) -> None:
-    """Transfer already-encoded bytes; proton splits them into frames of the peer's max-frame-size.
-
-    Straight through proton's C API: the Python `Delivery` wrapper proton would build per message is
-    not needed (events about the delivery wrap it when they come)."""
-    impl = link._impl
-    delivery = pn_delivery(impl, (len(tag), _FFI.from_buffer(tag)))
-    pn_link_send(impl, payload, len(payload))
-    pn_link_advance(impl)
-    if settled:
-        pn_delivery_settle(delivery)
-
-
-def accept(delivery: Any) -> None:
-    """Settle a client's C delivery as accepted."""
-    pn_delivery_update(delivery, PN_ACCEPTED)
-    pn_delivery_settle(delivery)
-
-
 def remote_disposition(delivery: Any) -> Disposition:
     """The outcome fields the peer set on a C delivery (modified and rejected carry some)."""
     return Disposition(pn_delivery_remote(delivery), False)
-
-
-def echo_outcome(delivery: Any) -> None:
-    """Settle a client's disposition of a C delivery by echoing its outcome (the SDK awaits a settled echo).
-
-    MODIFIED copies delivery-failed/undeliverable-here; REJECTED is echoed without an error (an echo
-    that carries one counts as a failure to the SDK).
-    """
-    state = pn_delivery_remote_state(delivery)
-    if state == Delivery.MODIFIED:
-        local, remote = pn_delivery_local(delivery), pn_delivery_remote(delivery)
-        pn_disposition_set_failed(local, pn_disposition_is_failed(remote))
-        pn_disposition_set_undeliverable(local, pn_disposition_is_undeliverable(remote))
-    pn_delivery_update(delivery, state)
-    pn_delivery_settle(delivery)
 
 
 def reject(delivery: Any, condition: str, description: str) -> None:

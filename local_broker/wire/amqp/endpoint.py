@@ -33,7 +33,7 @@ from local_broker.engine import (
     StoreWriteError,
 )
 from local_broker.faults import NamespaceFaults
-from local_broker.wire.amqp import compat, management, messages
+from local_broker.wire.amqp import compat, management, messages, native
 from local_broker.wire.amqp.codec import MessageDecodeError
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.reactor import BrokerDelivery, EngineThread
@@ -42,9 +42,6 @@ from local_broker.wire.amqp.tally import Histogram, Requests
 _LIB = compat.LIB
 # proton's C calls, bound once: reading one from cffi's lib object costs ~225 instructions a time
 pn_decref = _LIB.pn_decref
-pn_delivery_partial = _LIB.pn_delivery_partial
-pn_delivery_readable = _LIB.pn_delivery_readable
-pn_delivery_remote_state = _LIB.pn_delivery_remote_state
 pn_delivery_settle = _LIB.pn_delivery_settle
 pn_delivery_settled = _LIB.pn_delivery_settled
 pn_event_delivery = _LIB.pn_event_delivery
@@ -52,9 +49,7 @@ pn_event_link = _LIB.pn_event_link
 pn_incref = _LIB.pn_incref
 pn_link_credit = _LIB.pn_link_credit
 pn_link_drained = _LIB.pn_link_drained
-pn_link_flow = _LIB.pn_link_flow
 pn_link_get_drain = _LIB.pn_link_get_drain
-pn_link_is_sender = _LIB.pn_link_is_sender
 pn_link_state = _LIB.pn_link_state
 LOCAL_ACTIVE = Endpoint.LOCAL_ACTIVE
 
@@ -157,6 +152,10 @@ class NamespaceEndpoint(Handler):
         self.ready_paths: set[str] = set()
         self.connections: set[Connection] = set()
         self.replies: list[tuple[Callable[[], None], Callable[[BrokerError], None] | None]] = []
+        bound = native.bound()  # the C module's twins of native.py's reference, with proton's calls in it
+        self.delivery_in = native.delivery_in if bound is None else bound.delivery_in
+        self.settle_all = native.settle_all if bound is None else bound.settle_all
+        self.send_raw = native.send_raw if bound is None else bound.send_raw
         self.echoes: list[Any] = []  # C deliveries whose settlement is echoed after the commit (referenced)
         self.accepts: list[Any] = []  # C deliveries of sends accepted after the commit (referenced)
         self.failure: BrokerError | None = None  # why the last commit failed
@@ -211,13 +210,13 @@ class NamespaceEndpoint(Handler):
             else:
                 refuse(self.failure)
         requests, started = self.requests, self.turn.started
-        for answer, deliveries, latency in ((compat.echo_outcome, echoes, requests.settle_latency),
-                                            (compat.accept, accepts, requests.send_latency)):
+        for outcome, deliveries, latency in ((0, echoes, requests.settle_latency),
+                                             (Delivery.ACCEPTED, accepts, requests.send_latency)):
             if not deliveries:
                 continue
             if self.failure is None:
-                self._after_commit(lambda answer=answer, deliveries=deliveries, latency=latency: _answer(
-                    deliveries, answer, latency, started))
+                self._after_commit(lambda outcome=outcome, deliveries=deliveries, latency=latency: _answer(
+                    self.settle_all, deliveries, outcome, latency, started))
             else:
                 _refuse(deliveries, self.failure)
                 for _ in deliveries:
@@ -530,15 +529,16 @@ class NamespaceEndpoint(Handler):
                 self._detach(link, exc)
                 return
             peek_lock = state.mode is ReceiveMode.PEEK_LOCK
+            send_raw = self.send_raw
             if batch:
                 self.turn.rearm = True  # new locks (or an entity's idle time) to watch
             for msg in batch:
                 payload = messages.encode_message(msg, with_lock=peek_lock and state.session is None)
                 if peek_lock:
-                    compat.send_raw(link, msg.lock_token.bytes_le, payload, settled=False)
+                    send_raw(impl, msg.lock_token.bytes_le, payload, False)
                 else:
                     state.tag_counter += 1
-                    compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=True)
+                    send_raw(impl, struct.pack(">Q", state.tag_counter), payload, True)
         if pn_link_get_drain(impl) and pn_link_credit(impl) > 0:
             pn_link_drained(impl)
 
@@ -556,20 +556,18 @@ class NamespaceEndpoint(Handler):
         delivery = pn_event_delivery(event)
         link = pn_event_link(event)
         state: LinkState | None = compat.link_state(link)
-        if pn_link_is_sender(link):
-            self._on_disposition(delivery, state)
+        # a connection the broker closed (e.g. fault injection) takes nothing more: no more credit
+        closing = state is not None and state.connection.closing
+        payload = self.delivery_in(link, delivery, 0 if closing else INCOMING_CREDIT)
+        if type(payload) is tuple:
+            self._on_disposition(delivery, state, *payload)
             return
         self.turn.rearm = True
-        if pn_delivery_partial(delivery) or not pn_delivery_readable(delivery):
+        if payload is False:
             return
-        payload = compat.receive(link, delivery)
         message_format = 0 if state is None else state.connection.transfer_formats.take(link, delivery)
-        if state is not None and state.connection.closing:
-            return  # the broker closed this connection (e.g. fault injection): it takes nothing more
-
-        credit = pn_link_credit(link)
-        if credit < INCOMING_CREDIT // 2 and pn_link_state(link) & Endpoint.LOCAL_ACTIVE:
-            pn_link_flow(link, INCOMING_CREDIT - credit)
+        if closing:
+            return
         if state is None:
             compat.reject(delivery, "amqp:not-allowed", "The link is not attached to an entity.")
         elif state.node is Node.SENDER:
@@ -668,11 +666,11 @@ class NamespaceEndpoint(Handler):
             else:
                 _send_reply(target, entry.payload)
 
-    def _on_disposition(self, delivery: Any, state: LinkState | None) -> None:
+    def _on_disposition(self, delivery: Any, state: LinkState | None, outcome: int, settled: bool,
+                        tag: bytes) -> None:
         """The client settled (or set the outcome of) a delivery the broker sent; `delivery` is proton's C
-        object. The outcome is applied to the engine and echoed after the commit."""
-        outcome = pn_delivery_remote_state(delivery)
-        settled = pn_delivery_settled(delivery)
+        object, `outcome`, `settled` and `tag` its state (native.delivery_in). The outcome is applied to the
+        engine and echoed after the commit."""
         if state is None or state.node is not Node.RECEIVER:  # replies on $cbs / $management links
             if outcome or settled:
                 pn_delivery_settle(delivery)
@@ -682,7 +680,7 @@ class NamespaceEndpoint(Handler):
                 pn_delivery_settle(delivery)
             return
         self.requests.incoming += 1
-        token = messages.lock_token_of(compat.delivery_tag(delivery))
+        token = messages.lock_token_of(tag)
         session_id = None if state.session is None else state.session.session_id
         if outcome != Delivery.ACCEPTED:  # the message may come back (a new deadline): see `on_delivery`
             self.turn.rearm = True
@@ -731,11 +729,10 @@ def _dead_letter_info(condition: Any) -> tuple[str | None, str | None, dict[str,
             None if description is None else str(description), changes)
 
 
-def _answer(deliveries: list[Any], answer: Callable[[Any], None], latency: Histogram, started: float) -> None:
+def _answer(settle_all: Callable[[list[Any], int], None], deliveries: list[Any], outcome: int,
+            latency: Histogram, started: float) -> None:
     """Answer the turn's sends (or settlements), and count how long they waited since the loop read them."""
-    for delivery in deliveries:
-        answer(delivery)
-        pn_decref(delivery)
+    settle_all(deliveries, outcome)
     latency.observe(time.perf_counter() - started, len(deliveries))
 
 
@@ -775,7 +772,7 @@ def _send_reply(link: Link, payload: bytes) -> None:
     state.tag_counter += 1
     # presettled when the client's reply link asked for that (go-amqp's RPC links do)
     settled = link.snd_settle_mode == Link.SND_SETTLED
-    compat.send_raw(link, struct.pack(">Q", state.tag_counter), payload, settled=settled)
+    native.send_raw(link._impl, struct.pack(">Q", state.tag_counter), payload, settled)
 
 
 def _harmless(condition: Any) -> bool:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import cproton_ffi
 from proton import Connection, Event, Transport
 
-from local_broker.wire.amqp import values
+from local_broker.wire.amqp import native
 
 log = logging.getLogger("local_broker.amqp")
 
@@ -56,8 +56,6 @@ pn_transport_pop = _LIB.pn_transport_pop
 pn_transport_push = _LIB.pn_transport_push
 pn_transport_tick = _LIB.pn_transport_tick
 _NULL = _FFI.NULL
-_WRITE_CALLS = ("pn_transport_pending", "pn_transport_peek", "pn_transport_pop", "pn_transport_capacity",
-                "pn_transport_close_head")
 _TRANSPORT_CLOSED = Event.TRANSPORT_CLOSED.number
 _DELIVERY = Event.DELIVERY.number
 
@@ -130,7 +128,9 @@ class Loop:
         self._running = False
         self.out = _FFI.new("char[]", MAX_WRITE)  # what a transport writes is copied here, then sent
         self.out_buffer = _FFI.buffer(self.out)  # the same memory, for the C write
-        self.write_out = native_write_out()
+        bound = native.bound()  # its write_out runs proton's calls with the GIL held; None: pure Python
+        self.write_out: Callable[[int, int, Any, int], tuple[int, int]] | None = \
+            None if bound is None else bound.write_out
 
     # --- sockets ---------------------------------------------------------------------------------------
     def watch(self, fd: int, channel: Channel, mask: int) -> None:
@@ -281,16 +281,6 @@ class Loop:
                             io.close()
             pop(impl)
             event = peek(impl)
-
-
-def native_write_out() -> Callable[[int, int, Any, int], tuple[int, int]] | None:
-    """The C module's `write_out` with proton's calls bound into it (they run with the GIL held: through
-    cffi each one releases it and takes it back); None with the pure-Python codec (`SBFED_PURE_PYTHON`)."""
-    native = values._native
-    if native is None:
-        return None
-    native.bind_proton(*(int(_FFI.cast("uintptr_t", _FFI.addressof(_LIB, name))) for name in _WRITE_CALLS))
-    return native.write_out
 
 
 class _Waker:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from proton import ubyte, uint
 
+from local_broker.wire.amqp import values
 from local_broker.wire.amqp.compat import IncomingFrames, _list_fields
 from local_broker.wire.amqp.values import encode_value
 
@@ -122,3 +125,30 @@ def test_a_new_session_on_a_channel_starts_its_own_sequence() -> None:
     first = frames.feed(frame(0, BEGIN, [None, uint(0), uint(9), uint(9)]) + numbered(0, 1, 0, b"x"))
     second = frames.feed(frame(0, BEGIN, [None, uint(40), uint(9), uint(9)]) + numbered(0, 1, 40, b"y"))
     assert transfer_ids(first + second) == [(0, 0), (0, 40)] and frames.renumbered == 0
+
+
+_FRAMES = st.one_of(
+    st.builds(lambda channel, ident: frame(channel, BEGIN, [None, uint(ident), uint(9), uint(9)]),
+              st.integers(0, 1), st.integers(0, 300)),
+    st.builds(lambda channel, handle: attach(channel, f"s{channel}{handle}", handle), st.integers(0, 1),
+              st.integers(0, 1)),
+    st.builds(lambda channel, handle, ident, fmt, more, tag, size: frame(channel, TRANSFER, [
+        uint(handle), None if ident is None else uint(ident), tag, uint(fmt), False, more], b"p" * size),
+        st.integers(0, 1), st.integers(0, 1), st.none() | st.integers(0, 300) | st.just(2**32 - 1),
+        st.sampled_from([0, 0, BATCH]), st.booleans(), st.binary(max_size=4), st.integers(0, 600)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(frames=st.lists(_FRAMES, max_size=12), chunk=st.integers(1, 3000))
+def test_the_native_scan_counts_transfers_as_the_reference(native, frames, chunk) -> None:
+    """The C scan counts the delivery-ids of plain transfers itself: the same bytes for proton, and the
+    same ids, renumberings and formats as the pure-Python reading, however the stream is cut."""
+    data = b"AMQP\x00\x01\x00\x00" + b"".join(frames)
+    seen = []
+    for codec in (native, None):
+        values._native = codec
+        reader = IncomingFrames()
+        out = b"".join(reader.feed(data[start:start + chunk]) for start in range(0, len(data), chunk))
+        seen.append((out, reader._next_id, reader._partial, reader.formats, reader.renumbered))
+    assert seen[0] == seen[1]
