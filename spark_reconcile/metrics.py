@@ -144,8 +144,9 @@ def cube(classified: DataFrame) -> DataFrame:
 def collect_cube(cube_df: DataFrame) -> list[dict]:
     """The cube on the driver: bounded by entities x hours x statuses x lag buckets (ratio 1.02: a few hundred
     per entity-hour), whatever the number of messages. Counts, percentiles and the lag histogram are all
-    derived from it here, in one Spark job."""
-    return [r.asDict() for r in cube_df.collect()]
+    derived from it here, in one Spark job. Collected as Arrow batches: ~0.1 M Python Rows unpickled one by
+    one took seconds on the driver (measured at 122 k rows: 3.3-9.4 s as Rows, 1.1-2.9 s through Arrow)."""
+    return cube_df.toArrow().to_pylist()
 
 
 def counts(cube_rows: list[dict]) -> list[dict]:
