@@ -58,7 +58,8 @@ def _measured(spark: SparkSession, settings: Settings, grouped: DataFrame,
     found = inventory(grouped, settings)
     phases.done("group_inventory")
 
-    classified = classified_keys(grouped, found, settings).persist(session.cache_level(spark))
+    classified = outputs.unlisted_blank(classified_keys(grouped, found, settings)).persist(
+        session.cache_level(spark))
     # A task per core, not per shuffle partition: each task's partial cube holds every (entity, hour, lag
     # bucket) it meets, so 16 tasks shuffled ~0.5 M partial rows at 1M messages for a ~0.1 M row cube.
     cube = metrics.collect_cube(metrics.cube(classified.coalesce(spark.sparkContext.defaultParallelism)))
