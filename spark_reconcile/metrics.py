@@ -242,6 +242,13 @@ def lag_histogram(cube_rows: list[dict]) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+def walk(names: dict[str, list[str]]) -> Column:
+    """The out-of-order walk of a classified row (`_walk_code`), NULL where there is nothing to walk (no
+    source SequenceNumber or no arrival). Added where the rows are classified, before they are cached: the
+    cache then holds one long for the walk instead of the origin's name, which only the detail tables read."""
+    return F.when(F.col("src_seq").isNotNull() & F.col("s_first").isNotNull(), _walk_code(names))
+
+
 def ordering(classified: DataFrame, names: dict[str, list[str]]) -> list[dict]:
     """Out-of-order first arrivals per (target, origin region, entity, source partition).
 
@@ -252,9 +259,10 @@ def ordering(classified: DataFrame, names: dict[str, list[str]]) -> list[dict]:
     The walk's rows are shuffled and sorted as four numbers: the walk (target, origin, entity and partition
     in one, `_walk_code`), the hour, the arrival in micros and its SequenceNumber. The sort compares rows of
     one walk most of the time, so every key column before the arrival costs each of its comparisons.
+    `classified` holds each row's `walk` (the column `walk` gives, over the same `names`).
     """
-    rows = (classified.where(F.col("src_seq").isNotNull() & F.col("s_first").isNotNull())
-            .select(_walk_code(names).alias("walk"),
+    rows = (classified.where(F.col("walk").isNotNull())
+            .select("walk",
                     F.floor(F.unix_micros("s_first") / 3_600_000_000).alias("hour"),
                     F.col("src_seq").bitwiseAND(F.lit(_COUNTER_MASK)).alias("counter"),
                     F.unix_micros("s_first").alias("s_first"), "s_seq"))

@@ -14,8 +14,10 @@ DETAIL_COLUMNS = ["target", "entity", "message_id", "partition_key", "status", "
                   "partition", "ttl_s", "s_first", "s_last", "lag_ms", "spread_ms", "p_copies", "s_copies",
                   "dup_extra", "source_dup_extra", "unsent"]
 KINDS = ("missing", "late", "pending", "expired", "orphan", "original", "duplicate")
-# What only the detail tables read (the count/lag cube and the out-of-order walk read none of these).
-LISTED_ONLY = ("message_id", "partition_key", "p_time", "p_seq", "ttl_s", "s_last", "spread_ms", "processors")
+# What only the detail tables read (the count/lag cube and the out-of-order walk read none of these; the
+# walk reads its own code, metrics.walk, not the origin).
+LISTED_ONLY = ("message_id", "partition_key", "origin", "p_time", "p_seq", "ttl_s", "s_last", "spread_ms",
+               "processors")
 
 
 @dataclass(frozen=True)
