@@ -58,7 +58,9 @@ def _measured(spark: SparkSession, settings: Settings, grouped: DataFrame,
     found = inventory(grouped, settings)
     phases.done("group_inventory")
 
-    classified = classified_keys(grouped, found, settings).persist(session.cache_level(spark))
+    names = {"target": [c.target for c in comparisons], "origin": settings.tags(), "entity": found.entities}
+    keyed = classified_keys(grouped, found, settings).withColumn("walk", metrics.walk(names))
+    classified = outputs.unlisted_blank(keyed).persist(session.cache_level(spark))
     # A task per core, not per shuffle partition: each task's partial cube holds every (entity, hour, lag
     # bucket) it meets, so 16 tasks shuffled ~0.5 M partial rows at 1M messages for a ~0.1 M row cube.
     cube = metrics.collect_cube(metrics.cube(classified.coalesce(spark.sparkContext.defaultParallelism)))
@@ -68,7 +70,6 @@ def _measured(spark: SparkSession, settings: Settings, grouped: DataFrame,
     counts, lag, histogram = metrics.counts(cube), metrics.percentiles(cube), metrics.lag_histogram(cube)
     phases.done("lag")
 
-    names = {"target": [c.target for c in comparisons], "origin": settings.tags(), "entity": found.entities}
     ordering = metrics.ordering(classified, names)
     phases.done("ordering")
 

@@ -144,8 +144,9 @@ def cube(classified: DataFrame) -> DataFrame:
 def collect_cube(cube_df: DataFrame) -> list[dict]:
     """The cube on the driver: bounded by entities x hours x statuses x lag buckets (ratio 1.02: a few hundred
     per entity-hour), whatever the number of messages. Counts, percentiles and the lag histogram are all
-    derived from it here, in one Spark job."""
-    return [r.asDict() for r in cube_df.collect()]
+    derived from it here, in one Spark job. Collected as Arrow batches: ~0.1 M Python Rows unpickled one by
+    one took seconds on the driver (measured at 122 k rows: 3.3-9.4 s as Rows, 1.1-2.9 s through Arrow)."""
+    return cube_df.toArrow().to_pylist()
 
 
 def counts(cube_rows: list[dict]) -> list[dict]:
@@ -241,6 +242,13 @@ def lag_histogram(cube_rows: list[dict]) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+def walk(names: dict[str, list[str]]) -> Column:
+    """The out-of-order walk of a classified row (`_walk_code`), NULL where there is nothing to walk (no
+    source SequenceNumber or no arrival). Added where the rows are classified, before they are cached: the
+    cache then holds one long for the walk instead of the origin's name, which only the detail tables read."""
+    return F.when(F.col("src_seq").isNotNull() & F.col("s_first").isNotNull(), _walk_code(names))
+
+
 def ordering(classified: DataFrame, names: dict[str, list[str]]) -> list[dict]:
     """Out-of-order first arrivals per (target, origin region, entity, source partition).
 
@@ -251,9 +259,10 @@ def ordering(classified: DataFrame, names: dict[str, list[str]]) -> list[dict]:
     The walk's rows are shuffled and sorted as four numbers: the walk (target, origin, entity and partition
     in one, `_walk_code`), the hour, the arrival in micros and its SequenceNumber. The sort compares rows of
     one walk most of the time, so every key column before the arrival costs each of its comparisons.
+    `classified` holds each row's `walk` (the column `walk` gives, over the same `names`).
     """
-    rows = (classified.where(F.col("src_seq").isNotNull() & F.col("s_first").isNotNull())
-            .select(_walk_code(names).alias("walk"),
+    rows = (classified.where(F.col("walk").isNotNull())
+            .select("walk",
                     F.floor(F.unix_micros("s_first") / 3_600_000_000).alias("hour"),
                     F.col("src_seq").bitwiseAND(F.lit(_COUNTER_MASK)).alias("counter"),
                     F.unix_micros("s_first").alias("s_first"), "s_seq"))

@@ -14,6 +14,10 @@ DETAIL_COLUMNS = ["target", "entity", "message_id", "partition_key", "status", "
                   "partition", "ttl_s", "s_first", "s_last", "lag_ms", "spread_ms", "p_copies", "s_copies",
                   "dup_extra", "source_dup_extra", "unsent"]
 KINDS = ("missing", "late", "pending", "expired", "orphan", "original", "duplicate")
+# What only the detail tables read (the count/lag cube and the out-of-order walk read none of these; the
+# walk reads its own code, metrics.walk, not the origin).
+LISTED_ONLY = ("message_id", "partition_key", "origin", "p_time", "p_seq", "ttl_s", "s_last", "spread_ms",
+               "processors")
 
 
 @dataclass(frozen=True)
@@ -25,17 +29,33 @@ class Details:
     schema: T.StructType
 
 
+def _duplicated() -> Column:
+    return (F.col("dup_extra") > 0) | (F.col("source_dup_extra") > 0)
+
+
+def _listed() -> Column:
+    """A classified row some detail table holds: not plainly ok."""
+    return (F.col("status") != "ok") | _duplicated()
+
+
+def unlisted_blank(classified: DataFrame) -> DataFrame:
+    """LISTED_ONLY columns NULL on rows no detail table holds (~99 % of them): the cached classification then
+    neither builds nor decodes a MessageId and the other detail-only fields of every plainly ok message."""
+    listed = _listed()
+    return classified.select(*[F.when(listed, F.col(c)).alias(c) if c in LISTED_ONLY else c
+                               for c in classified.columns])
+
+
 def write_details(classified: DataFrame, path: str, with_processors: bool,
                   extra: tuple[Column, ...] = ()) -> Details:
     """`<path>/kind=<status|duplicate>/`: every message that is not plainly ok, in one write (a duplicated
     message that is also late is listed under both); `extra` columns follow the detail columns."""
-    duplicated = (F.col("dup_extra") > 0) | (F.col("source_dup_extra") > 0)
     kinds = F.array_compact(F.array(F.when(F.col("status") != "ok", F.col("status")),
-                                    F.when(duplicated, F.lit("duplicate"))))
+                                    F.when(_duplicated(), F.lit("duplicate"))))
     columns = DETAIL_COLUMNS + (["processors"] if with_processors else [])
     if "partition_key" not in classified.columns:  # --ignore-partition-key: not part of the identity
         classified = classified.withColumn("partition_key", F.lit(None).cast("string"))
-    rows = (classified.where((F.col("status") != "ok") | duplicated)
+    rows = (classified.where(_listed())
             .withColumn("partition", F.shiftright(F.col("p_seq"), 48))
             .select(F.explode(kinds).alias("kind"), *columns, *extra))
     rows.write.mode("overwrite").partitionBy("kind").parquet(path)
