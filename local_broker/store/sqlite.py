@@ -192,15 +192,24 @@ _OLD_ORDER = itemgetter(*[(*_ALWAYS, "properties", *_OTHERS, "annotations", "amq
                           for name in (*_DATA_NAMES, "annotations", "properties", "amqp_properties")])
 
 
-def _content(c: MessageContent, properties: dict[str, Any]) -> list[Any]:
-    """A stored content (see above): its fields but the body, with `properties` as its application
-    properties."""
+def _content(c: MessageContent, properties: dict[str, Any]) -> str:
+    """A stored content's JSON (see above): its fields but the body, with `properties` as its application
+    properties. Written by hand around the C encoder's parts: most sends have only _ALWAYS's fields, and
+    the generic encoder's walk of the list cost ~3 times as much as the text itself."""
+    mid, seq, hop = _ALWAYS_FIELDS(c)
     others = _OTHER_FIELDS(c)
-    content = [*_ALWAYS_FIELDS(c), encode_properties(properties)]
-    if others != _NO_OTHERS:
-        *fields, annotations, amqp_properties = others
-        content.append([*fields, encode_properties(annotations), encode_properties(amqp_properties)])
-    return content
+    text = f"[{'null' if mid is None else _string(mid)},{seq},{hop},{_properties(properties)}"
+    if others == _NO_OTHERS:
+        return text + "]"
+    *fields, annotations, amqp_properties = others
+    return f"{text},{dumps([*fields, encode_properties(annotations), encode_properties(amqp_properties)])}]"
+
+
+def _properties(properties: dict[str, Any] | None) -> str:
+    """A property dict's JSON, as stored."""
+    if not properties:
+        return "null" if properties is None else "{}"
+    return dumps(encode_properties(properties))
 
 
 def _fields(d: list[Any]) -> Any:
@@ -213,13 +222,17 @@ def _fields(d: list[Any]) -> Any:
 
 
 def _record(delivery_count: int, state: int, locked_until: float | None, lock_token: bytes | None,
-            enqueued_time: float, expires_at: float | None, size: int, properties: Any, content: Any) -> str:
-    """A message row's `record` (see the table): its times in integer microseconds."""
-    token = None if lock_token is None else lock_token.hex()
-    locked = None if locked_until is None else round(locked_until * 1e6)
-    expires = None if expires_at is None else round(expires_at * 1e6)
-    return dumps([delivery_count, state, locked, token, round(enqueued_time * 1e6), expires, size, properties,
-                  content])
+            enqueued_time: float, expires_at: float | None, size: int, properties: Any,
+            content: str | None) -> str:
+    """A message row's `record` (see the table): its times in integer microseconds; `properties` a JSON
+    value, `content` a JSON text (see _content). Formatted directly: what json's encoder gives for the list,
+    at a third of its cost."""
+    token = "null" if lock_token is None else f'"{lock_token.hex()}"'
+    locked = "null" if locked_until is None else round(locked_until * 1e6)
+    expires = "null" if expires_at is None else round(expires_at * 1e6)
+    stored = "null" if properties is None else dumps(properties)
+    return (f"[{int(delivery_count)},{int(state)},{locked},{token},{round(enqueued_time * 1e6)},{expires},"
+            f"{int(size)},{stored},{'null' if content is None else content}]")
 
 
 def _seconds(time: int | float | None) -> float | None:
@@ -227,15 +240,11 @@ def _seconds(time: int | float | None) -> float | None:
     return time / 1e6 if type(time) is int else time
 
 
-def _payload_data(c: MessageContent, properties: dict[str, Any]) -> str:
-    """A payload row's `data`."""
-    return dumps(_content(c, properties))
-
-
 # A stored record's JSON read by the C scanner itself (json.loads costs twice as much around it); the
 # store wrote it, so it is one complete value.
 _scan = json.scanner.c_make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
 _STATES = tuple(MessageState)
+_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 _new = object.__new__
 
 
@@ -718,7 +727,7 @@ class SqliteStore:
             else:
                 copy_rows.append((uid, owner, sub, seq, record, payload, size, plain))
         if stored:
-            rows = [(payload, _payload_data(c, props), bytearray(c.body))
+            rows = [(payload, _content(c, props), bytearray(c.body))
                     for c, (payload, props) in stored.items()]
             db.executemany("INSERT INTO payloads VALUES (?, ?, ?)", rows)
         if own_rows:
@@ -730,7 +739,7 @@ class SqliteStore:
             db.executemany("DELETE FROM message_states WHERE uid = ?", [(row[0],) for row in rewritten])
         for payload, (c, properties) in kept.items():  # its other copies may all have gone: store it again
             if db.execute("SELECT 1 FROM payloads WHERE id = ?", (payload,)).fetchone() is None:
-                row = (payload, _payload_data(c, properties), c.body)
+                row = (payload, _content(c, properties), c.body)
                 db.execute("INSERT INTO payloads VALUES (?, ?, ?)", row)
         return stored
 
