@@ -98,8 +98,10 @@ class Sending:
         for m in messages:
             c = m.content
             if c.message_id is None:  # Service Bus gives every message an id: a GUID without dashes
-                m.message_id = f"{self._message_ids():032x}"
-                c = m.content
+                if c.shared or c.payload:  # else a fresh message's own: written directly, no setter's frame
+                    c = m.own_content()
+                # 32 hex digits; to_bytes(...).hex() costs half of formatting with "032x"
+                c.message_id = self._message_ids().to_bytes(16, "big").hex()
             if m.application_properties or c.annotations:
                 self._check_properties(m)
             size = message_size(m)

@@ -556,3 +556,11 @@ def test_a_message_sent_without_an_id_gets_one_as_service_bus_assigns(ns: Namesp
     generated = [assigned[i] for i in (0, 1, 3)]
     assert len(set(generated)) == 3
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in generated)  # a GUID without dashes
+
+
+def test_an_id_given_to_a_message_sharing_its_content_is_its_own(ns: Namespace, queue: str) -> None:
+    original = msg(message_id=None)
+    ns.send(queue, [original.copy()])  # the copy's content is shared with the original's
+    assert original.message_id is None
+    (sent,) = ns.peek(queue, 0, 10)
+    assert len(sent.message_id) == 32 and sent.content is not original.content
