@@ -48,6 +48,10 @@ from local_broker.engine.settlement import Settlement
 from local_broker.engine.transactions import Transactions
 from local_broker.store.base import MemoryStore, Store
 
+# what a sender may address, as a tuple made once: `Queue | Topic` written in isinstance builds a union per
+# call (~125 ns, once per send)
+_SEND_TARGETS = (Queue, Topic)
+
 
 class Namespace(
     Sending,
@@ -240,7 +244,7 @@ class Namespace(
 
     def _send_target(self, path: str) -> Queue | Topic:
         target = self._lookup(path)
-        if not isinstance(target, Queue | Topic):
+        if not isinstance(target, _SEND_TARGETS):
             raise NotAllowedError(f"Cannot send to '{target.path}': only queues and topics accept messages.")
         status = target.props.status
         if status is EntityStatus.DISABLED or status is EntityStatus.SEND_DISABLED:

@@ -43,8 +43,13 @@ _NO_SESSION_ID = (
 )
 
 
+# isinstance's classes as a tuple made once: `str | bytes` written in the call builds a union per call
+# (~125 ns, as much as the rest of the check)
+_SIZED = (str, bytes)
+
+
 def _value_size(v: Any) -> int:
-    if isinstance(v, str | bytes):
+    if isinstance(v, _SIZED):
         return len(v)
     return 8 if v is not None else 1
 
