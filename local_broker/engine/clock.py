@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from typing import Protocol
 
 
@@ -56,8 +55,19 @@ def to_epoch(value: datetime) -> float:
     return value.timestamp()
 
 
-@lru_cache(maxsize=1024)
-def seconds(span: timedelta) -> float:
-    """`span.total_seconds()`, remembered per span: an entity's default time to live (TimeSpan.MaxValue
-    unless set) is read once per message sent, and its big-integer arithmetic costs ~2,000 instructions."""
-    return span.total_seconds()
+class _Seconds(dict[timedelta, float]):
+    """Spans' `total_seconds()`, remembered: an entity's default time to live (TimeSpan.MaxValue unless set)
+    is read once per message sent, and its big-integer arithmetic costs ~2,000 instructions. A dict's own
+    lookup (`seconds = _Seconds().__getitem__`, a C call) costs a quarter of lru_cache's, which builds a key
+    tuple per call. Spans are entity properties: few; the dict starts over past 1,024 of them."""
+
+    __slots__ = ()
+
+    def __missing__(self, span: timedelta) -> float:
+        if len(self) >= 1024:
+            self.clear()
+        value = self[span] = span.total_seconds()
+        return value
+
+
+seconds = _Seconds().__getitem__
