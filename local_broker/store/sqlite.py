@@ -231,8 +231,8 @@ def _record(delivery_count: int, state: int, locked_until: float | None, lock_to
     locked = "null" if locked_until is None else round(locked_until * 1e6)
     expires = "null" if expires_at is None else round(expires_at * 1e6)
     stored = "null" if properties is None else dumps(properties)
-    return (f"[{int(delivery_count)},{int(state)},{locked},{token},{round(enqueued_time * 1e6)},{expires},"
-            f"{int(size)},{stored},{'null' if content is None else content}]")
+    return (f"[{delivery_count},{int(state)},{locked},{token},{round(enqueued_time * 1e6)},{expires},{size},"
+            f"{stored},{'null' if content is None else content}]")  # int(state): a MessageState
 
 
 def _seconds(time: int | float | None) -> float | None:
