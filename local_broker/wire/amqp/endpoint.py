@@ -154,6 +154,7 @@ class NamespaceEndpoint(Handler):
         self.replies: list[tuple[Callable[[], None], Callable[[BrokerError], None] | None]] = []
         bound = native.bound()  # the C module's twins of native.py's reference, with proton's calls in it
         self.delivery_in = native.delivery_in if bound is None else bound.delivery_in
+        self.link_state = native.link_state if bound is None else bound.link_state
         self.settle_all = native.settle_all if bound is None else bound.settle_all
         self.send_raw = native.send_raw if bound is None else bound.send_raw
         self.echoes: list[Any] = []  # C deliveries whose settlement is echoed after the commit (referenced)
@@ -509,7 +510,7 @@ class NamespaceEndpoint(Handler):
         link = pn_event_link(event)
         if pn_link_credit(link) <= 0:
             return  # nothing to feed, nor to drain
-        state: LinkState | None = compat.link_state(link)
+        state: LinkState | None = self.link_state(link)
         if state is not None and state.node is Node.RECEIVER and pn_link_state(link) & LOCAL_ACTIVE:
             self.ready.add(Link.wrap(link))
             self.turn.activity = self.turn.rearm = True
@@ -555,7 +556,7 @@ class NamespaceEndpoint(Handler):
         only removes deadlines; everything else may bring one nearer (`Turn.rearm`)."""
         delivery = pn_event_delivery(event)
         link = pn_event_link(event)
-        state: LinkState | None = compat.link_state(link)
+        state: LinkState | None = self.link_state(link)
         # a connection the broker closed (e.g. fault injection) takes nothing more: no more credit
         closing = state is not None and state.connection.closing
         payload = self.delivery_in(link, delivery, 0 if closing else INCOMING_CREDIT)

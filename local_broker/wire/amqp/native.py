@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import cproton_ffi
+from proton import Event
 
 from local_broker.wire.amqp import compat, values
 
@@ -22,7 +23,9 @@ CALLS = ("pn_transport_pending", "pn_transport_peek", "pn_transport_pop", "pn_tr
          "pn_link_flow", "pn_delivery_update", "pn_delivery_settle", "pn_decref", "pn_delivery_remote_state",
          "pn_delivery_local", "pn_delivery_remote", "pn_disposition_is_failed",
          "pn_disposition_is_undeliverable", "pn_disposition_set_failed", "pn_disposition_set_undeliverable",
-         "pn_delivery_tag", "pn_delivery_settled", "pn_delivery", "pn_link_send")
+         "pn_delivery_tag", "pn_delivery_settled", "pn_delivery", "pn_link_send", "pn_collector_peek",
+         "pn_collector_pop", "pn_event_type", "pn_event_transport", "pn_event_connection",
+         "pn_connection_attachments", "pn_link_attachments", "pn_record_get_py")
 pn_decref = _LIB.pn_decref
 pn_delivery = _LIB.pn_delivery
 pn_delivery_local = _LIB.pn_delivery_local
@@ -45,8 +48,11 @@ pn_link_is_sender = _LIB.pn_link_is_sender
 pn_link_recv = _LIB.pn_link_recv
 pn_link_send = _LIB.pn_link_send
 pn_link_state = _LIB.pn_link_state
+pn_link_attachments = _LIB.pn_link_attachments
+pn_record_get_py = _LIB.pn_record_get_py
 PN_LOCAL_ACTIVE = _LIB.PN_LOCAL_ACTIVE
 PN_MODIFIED = _LIB.PN_MODIFIED
+_EVENTS = (Event.DELIVERY.number, Event.LINK_FLOW.number, Event.TRANSPORT_CLOSED.number)  # the C drain's
 _bound: dict[int, Any] = {}  # id(the C module) -> it, once proton's calls are bound into it
 
 
@@ -61,9 +67,19 @@ def bind(module: Any) -> Any:
     if id(module) not in _bound:
         calls = {name: int(_FFI.cast("uintptr_t", _FFI.addressof(_LIB, name))) for name in CALLS}
         known = id(calls)  # an address the C module compares the pointers' with
-        module.bind_proton(calls, _FFI.cast("pn_link_t *", known), _FFI.cast("pn_delivery_t *", known))
+        held = object()  # a handle's object, to check how cffi lays handles out
+        module.bind_proton(calls, *(_FFI.cast(f"pn_{kind}_t *", known)
+                                    for kind in ("link", "delivery", "event", "transport")),
+                           _FFI.new_handle(held), held, _EVENTS)
         _bound[id(module)] = module
     return module
+
+
+def link_state(link: Any) -> Any:
+    """What the broker keeps on a C link as `sb` (proton's Python wrappers keep their attributes in the C
+    object's record), or None."""
+    record = pn_record_get_py(pn_link_attachments(link))
+    return None if record == _FFI.NULL else _FFI.from_handle(record).get("sb")
 
 
 def delivery_in(link: Any, delivery: Any, credit_target: int) -> bytes | bool | tuple[int, bool, bytes]:
