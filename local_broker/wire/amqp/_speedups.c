@@ -18,6 +18,8 @@
  *   bind_proton(calls, link, delivery, event, transport, handle, held, events)   (proton's C functions by
  *       name -> address, and its cdata: native.py)
  *   link_state(link) -> the broker's state of a link, or None   (native.link_state)
+ *   delivery_event(event) -> (delivery, link, link's state)   (native.delivery_event)
+ *   keep_unsettled(delivery, kept)   (native.keep_unsettled)
  *   drain(collector, handled, methods, lazy, by_transport, touched)   (loop.Loop._dispatch with
  *       reactor.dispatch_event)
  *   delivery_in(link, delivery, credit_target) -> bytes | False | (outcome, settled, tag)   (native.py)
@@ -846,6 +848,9 @@ static pn_transport_t *(*pn_event_transport)(pn_event_t *);
 static pn_connection_t *(*pn_event_connection)(pn_event_t *);
 static pn_record_t *(*pn_connection_attachments)(pn_connection_t *), *(*pn_link_attachments)(pn_link_t *);
 static void *(*pn_record_get_py)(pn_record_t *);
+static pn_delivery_t *(*pn_event_delivery)(pn_event_t *);
+static pn_link_t *(*pn_event_link)(pn_event_t *);
+static void (*pn_incref)(void *);
 
 #define BOUND(name, slot) {name, (void **)&slot}
 static const struct {
@@ -871,6 +876,8 @@ static const struct {
     BOUND("pn_event_transport", pn_event_transport), BOUND("pn_event_connection", pn_event_connection),
     BOUND("pn_connection_attachments", pn_connection_attachments),
     BOUND("pn_link_attachments", pn_link_attachments), BOUND("pn_record_get_py", pn_record_get_py),
+    BOUND("pn_event_delivery", pn_event_delivery), BOUND("pn_event_link", pn_event_link),
+    BOUND("pn_incref", pn_incref),
 };
 #define PROTON_CALL_COUNT (sizeof PROTON_CALLS / sizeof PROTON_CALLS[0])
 #define PN_LOCAL_ACTIVE 2
@@ -1070,15 +1077,60 @@ static PyObject *sp_settle_all(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The broker's state of a link (borrowed), or NULL: none. */
+static PyObject *state_of(pn_link_t *link) {
+    PyObject *attrs = record_object(pn_link_attachments(link));
+    return attrs == NULL || !PyDict_Check(attrs) ? NULL : PyDict_GetItemWithError(attrs, str_sb);
+}
+
 /* native.link_state: what the broker keeps on a link as `sb` in its wrapper's attributes, or None. */
 static PyObject *sp_link_state(PyObject *Py_UNUSED(self), PyObject *link) {
     if (unbound()) return NULL;
     pn_link_t *impl = pointer_of(link, link_ctype);
     if (impl == NULL) return NULL;
-    PyObject *attrs = record_object(pn_link_attachments(impl));
-    PyObject *state = attrs == NULL || !PyDict_Check(attrs) ? NULL : PyDict_GetItemWithError(attrs, str_sb);
+    PyObject *state = state_of(impl);
     if (state == NULL && PyErr_Occurred()) return NULL;
     return Py_NewRef(state == NULL ? Py_None : state);
+}
+
+/* native.delivery_event: (delivery, link, the link's state or None) of a DELIVERY event. */
+static PyObject *sp_delivery_event(PyObject *Py_UNUSED(self), PyObject *event) {
+    if (unbound()) return NULL;
+    pn_event_t *impl = pointer_of(event, event_ctype);
+    if (impl == NULL) return NULL;
+    pn_delivery_t *delivery = pn_event_delivery(impl);
+    pn_link_t *link = pn_event_link(impl);
+    if (delivery == NULL || link == NULL) {
+        PyErr_SetString(PyExc_ValueError, "delivery_event: not a delivery's event");
+        return NULL;
+    }
+    PyObject *state = state_of(link);
+    if (state == NULL && PyErr_Occurred()) return NULL;
+    PyObject *c_delivery = new_pointer(delivery, delivery_ctype), *c_link = new_pointer(link, link_ctype);
+    PyObject *result = c_delivery == NULL || c_link == NULL ? NULL
+        : PyTuple_Pack(3, c_delivery, c_link, state == NULL ? Py_None : state);
+    Py_XDECREF(c_delivery);
+    Py_XDECREF(c_link);
+    return result;
+}
+
+/* native.keep_unsettled: a client's delivery it settled itself is settled; any other is referenced and
+ * appended to `kept` (settled after the commit). */
+static PyObject *sp_keep_unsettled(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "keep_unsettled(delivery, kept: list)");
+        return NULL;
+    }
+    if (unbound()) return NULL;
+    pn_delivery_t *delivery = pointer_of(args[0], delivery_ctype);
+    if (delivery == NULL) return NULL;
+    if (pn_settled(delivery)) {
+        pn_settle(delivery);
+        Py_RETURN_NONE;
+    }
+    if (PyList_Append(args[1], args[0]) < 0) return NULL;
+    pn_incref(delivery);
+    Py_RETURN_NONE;
 }
 
 /* Hand `event` to its connection's handler's method for `number` (reactor.dispatch_event): -1 on an error. */
@@ -1244,6 +1296,9 @@ static PyMethodDef methods[] = {
      "a new delivery of an encoded message on a sender link"},
     {"settle_all", sp_settle_all, METH_VARARGS, "settle referenced client deliveries with an outcome, let go"},
     {"link_state", sp_link_state, METH_O, "what the broker keeps on a link as `sb`, or None"},
+    {"delivery_event", sp_delivery_event, METH_O, "(delivery, link, the link's state) of a delivery event"},
+    {"keep_unsettled", (PyCFunction)(void (*)(void))sp_keep_unsettled, METH_FASTCALL,
+     "settle a delivery the client settled, else reference it into a list"},
     {"drain", (PyCFunction)(void (*)(void))sp_drain, METH_FASTCALL,
      "hand every event of a collector to its connection's handler; the transports' bookkeeping"},
     {"write_out", (PyCFunction)(void (*)(void))sp_write_out, METH_FASTCALL,

@@ -25,7 +25,8 @@ CALLS = ("pn_transport_pending", "pn_transport_peek", "pn_transport_pop", "pn_tr
          "pn_disposition_is_undeliverable", "pn_disposition_set_failed", "pn_disposition_set_undeliverable",
          "pn_delivery_tag", "pn_delivery_settled", "pn_delivery", "pn_link_send", "pn_collector_peek",
          "pn_collector_pop", "pn_event_type", "pn_event_transport", "pn_event_connection",
-         "pn_connection_attachments", "pn_link_attachments", "pn_record_get_py")
+         "pn_connection_attachments", "pn_link_attachments", "pn_record_get_py",
+         "pn_event_delivery", "pn_event_link", "pn_incref")
 pn_decref = _LIB.pn_decref
 pn_delivery = _LIB.pn_delivery
 pn_delivery_local = _LIB.pn_delivery_local
@@ -49,6 +50,9 @@ pn_link_recv = _LIB.pn_link_recv
 pn_link_send = _LIB.pn_link_send
 pn_link_state = _LIB.pn_link_state
 pn_link_attachments = _LIB.pn_link_attachments
+pn_event_delivery = _LIB.pn_event_delivery
+pn_event_link = _LIB.pn_event_link
+pn_incref = _LIB.pn_incref
 pn_record_get_py = _LIB.pn_record_get_py
 PN_LOCAL_ACTIVE = _LIB.PN_LOCAL_ACTIVE
 PN_MODIFIED = _LIB.PN_MODIFIED
@@ -80,6 +84,22 @@ def link_state(link: Any) -> Any:
     object's record), or None."""
     record = pn_record_get_py(pn_link_attachments(link))
     return None if record == _FFI.NULL else _FFI.from_handle(record).get("sb")
+
+
+def delivery_event(event: Any) -> tuple[Any, Any, Any]:
+    """(delivery, link, the link's state or None) of a C DELIVERY event."""
+    link = pn_event_link(event)
+    return pn_event_delivery(event), link, link_state(link)
+
+
+def keep_unsettled(delivery: Any, kept: list[Any]) -> None:
+    """Settle a C delivery the client settled itself; reference any other into `kept` (the connection may
+    be freed before the commit after which it is settled)."""
+    if pn_delivery_settled(delivery):
+        pn_delivery_settle(delivery)
+    else:
+        pn_incref(delivery)
+        kept.append(delivery)
 
 
 def delivery_in(link: Any, delivery: Any, credit_target: int) -> bytes | bool | tuple[int, bool, bytes]:

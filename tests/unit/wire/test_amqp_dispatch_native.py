@@ -18,6 +18,7 @@ from local_broker.wire.amqp import native as reference
 from local_broker.wire.amqp import values
 from local_broker.wire.amqp.loop import Loop, Turn
 from local_broker.wire.amqp.reactor import Guarded, LazyEvent, dispatch_event, native_drain
+from tests.unit.wire.test_amqp_transfer_native import Pair
 
 _LIB, _FFI = cproton_ffi.lib, cproton_ffi.ffi
 
@@ -223,3 +224,43 @@ def test_link_state_reads_what_the_reference_does(native) -> None:
     for link, expected in ((kept, state), (bare, None)):
         assert reference.link_state(link._impl) is expected
         assert bound.link_state(link._impl) is expected
+
+
+def _delivery_event(settled: bool, state: Any) -> tuple[Pair, Any, Collector]:
+    """A client transfer (settled by the client or not) on a Pair whose broker receiver keeps `state` as
+    `sb`; the collector's head is its DELIVERY event."""
+    pair = Pair()
+    pair.broker_receiver.sb = state
+    pair.broker_receiver.flow(1)
+    pair.pump()
+    collector = Collector()
+    pair.server.collect(collector)
+    delivery = pair.sender.delivery(b"t")
+    pair.sender.send(b"m")
+    pair.sender.advance()
+    if settled:
+        delivery.settle()
+    pair.pump()
+    while _LIB.pn_event_type(_LIB.pn_collector_peek(collector._impl)) != Event.DELIVERY.number:
+        _LIB.pn_collector_pop(collector._impl)
+    return pair, _LIB.pn_collector_peek(collector._impl), collector
+
+
+@pytest.mark.parametrize("settled", [False, True])
+def test_a_delivery_event_and_its_settlement_read_as_the_reference_does(native, settled: bool) -> None:
+    bound = reference.bind(native)
+    state = object()
+    outcomes = {}
+    for name, module in (("python", reference), ("c", bound)):
+        pair, event, _ = _delivery_event(settled, state if name == "c" else None)
+        delivery, link, got = module.delivery_event(event)
+        assert (delivery, link) == (pair.broker_receiver.current._impl, pair.broker_receiver._impl), name
+        assert got is (state if name == "c" else None), name
+        kept: list[Any] = []
+        module.keep_unsettled(delivery, kept)
+        outcomes[name] = (len(kept), pair.broker_receiver.current is None)
+        if kept:
+            reference.settle_all(kept, Delivery.ACCEPTED)
+        pair.pump()
+    assert outcomes["c"] == outcomes["python"]
+    assert outcomes["c"][0] == (0 if settled else 1)
