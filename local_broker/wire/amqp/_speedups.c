@@ -19,6 +19,7 @@
  *       name -> address, and its cdata: native.py)
  *   link_state(link) -> the broker's state of a link, or None   (native.link_state)
  *   delivery_event(event) -> (delivery, link, link's state)   (native.delivery_event)
+ *   flow_event(event) -> (link, link's state) | None   (native.flow_event)
  *   keep_unsettled(delivery, kept)   (native.keep_unsettled)
  *   drain(collector, handled, methods, lazy, by_transport, touched)   (loop.Loop._dispatch with
  *       reactor.dispatch_event)
@@ -1114,6 +1115,26 @@ static PyObject *sp_delivery_event(PyObject *Py_UNUSED(self), PyObject *event) {
     return result;
 }
 
+/* native.flow_event: (link, its state) of a LINK_FLOW event whose link is open on the broker's side, has
+ * credit and a state; else None. */
+static PyObject *sp_flow_event(PyObject *Py_UNUSED(self), PyObject *event) {
+    if (unbound()) return NULL;
+    pn_event_t *impl = pointer_of(event, event_ctype);
+    if (impl == NULL) return NULL;
+    pn_link_t *link = pn_event_link(impl);
+    if (link == NULL || pn_credit(link) <= 0 || !(pn_link_state(link) & PN_LOCAL_ACTIVE)) Py_RETURN_NONE;
+    PyObject *state = state_of(link);
+    if (state == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *c_link = new_pointer(link, link_ctype);
+    if (c_link == NULL) return NULL;
+    PyObject *result = PyTuple_Pack(2, c_link, state);
+    Py_DECREF(c_link);
+    return result;
+}
+
 /* native.keep_unsettled: a client's delivery it settled itself is settled; any other is referenced and
  * appended to `kept` (settled after the commit). */
 static PyObject *sp_keep_unsettled(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -1297,6 +1318,7 @@ static PyMethodDef methods[] = {
     {"settle_all", sp_settle_all, METH_VARARGS, "settle referenced client deliveries with an outcome, let go"},
     {"link_state", sp_link_state, METH_O, "what the broker keeps on a link as `sb`, or None"},
     {"delivery_event", sp_delivery_event, METH_O, "(delivery, link, the link's state) of a delivery event"},
+    {"flow_event", sp_flow_event, METH_O, "(link, its state) of a flow event with credit to feed, or None"},
     {"keep_unsettled", (PyCFunction)(void (*)(void))sp_keep_unsettled, METH_FASTCALL,
      "settle a delivery the client settled, else reference it into a list"},
     {"drain", (PyCFunction)(void (*)(void))sp_drain, METH_FASTCALL,

@@ -153,6 +153,7 @@ class NamespaceEndpoint(Handler):
         self.delivery_in = native.delivery_in if bound is None else bound.delivery_in
         self.link_state = native.link_state if bound is None else bound.link_state
         self.delivery_event = native.delivery_event if bound is None else bound.delivery_event
+        self.flow_event = native.flow_event if bound is None else bound.flow_event
         self.keep_unsettled = native.keep_unsettled if bound is None else bound.keep_unsettled
         self.settle_all = native.settle_all if bound is None else bound.settle_all
         self.send_raw = native.send_raw if bound is None else bound.send_raw
@@ -506,12 +507,9 @@ class NamespaceEndpoint(Handler):
         (reactor.dispatch_event): the SDKs send one flow per receive, and proton raises one more when the
         broker's transfers have used the credit up, which needs nothing (`Guarded`: a flow is activity only
         when it readies a receiver)."""
-        link = pn_event_link(event)
-        if pn_link_credit(link) <= 0:
-            return  # nothing to feed, nor to drain
-        state: LinkState | None = self.link_state(link)
-        if state is not None and state.node is Node.RECEIVER and pn_link_state(link) & LOCAL_ACTIVE:
-            self.ready.add(Link.wrap(link))
+        found = self.flow_event(event)  # None: no credit, or not a link the broker opened
+        if found is not None and found[1].node is Node.RECEIVER:
+            self.ready.add(Link.wrap(found[0]))
             self.turn.activity = self.turn.rearm = True
 
     def _feed(self, link: Link) -> None:

@@ -92,6 +92,16 @@ def delivery_event(event: Any) -> tuple[Any, Any, Any]:
     return pn_event_delivery(event), link, link_state(link)
 
 
+def flow_event(event: Any) -> tuple[Any, Any] | None:
+    """(link, its state) of a C LINK_FLOW event whose link is open on the broker's side, has credit and a
+    state; else None."""
+    link = pn_event_link(event)
+    if link == _FFI.NULL or pn_link_credit(link) <= 0 or not pn_link_state(link) & PN_LOCAL_ACTIVE:
+        return None
+    state = link_state(link)
+    return None if state is None else (link, state)
+
+
 def keep_unsettled(delivery: Any, kept: list[Any]) -> None:
     """Settle a C delivery the client settled itself; reference any other into `kept` (the connection may
     be freed before the commit after which it is settled)."""

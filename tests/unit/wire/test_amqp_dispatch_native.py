@@ -264,3 +264,31 @@ def test_a_delivery_event_and_its_settlement_read_as_the_reference_does(native, 
         pair.pump()
     assert outcomes["c"] == outcomes["python"]
     assert outcomes["c"][0] == (0 if settled else 1)
+
+
+@pytest.mark.parametrize(("credit", "kept", "closed"),
+                         [(3, True, False), (3, False, False), (3, True, True), (0, True, False)])
+def test_a_flow_event_is_read_as_the_reference_does(native, credit: int, kept: bool, closed: bool) -> None:
+    bound = reference.bind(native)
+    state = object()
+    found = {}
+    for name, module in (("python", reference), ("c", bound)):
+        pair = Pair()
+        if kept:
+            pair.broker_sender.sb = state
+        if closed:
+            pair.broker_sender.close()
+        collector = Collector()
+        pair.server.collect(collector)
+        pair.receiver.flow(credit)
+        pair.receiver.drain_mode = credit == 0  # a flow frame with no credit
+        pair.pump()
+        impl = _LIB.pn_collector_peek(collector._impl)
+        while impl != _FFI.NULL and _LIB.pn_event_type(impl) != Event.LINK_FLOW.number:
+            _LIB.pn_collector_pop(collector._impl)
+            impl = _LIB.pn_collector_peek(collector._impl)
+        assert impl != _FFI.NULL, name
+        got = module.flow_event(impl)
+        found[name] = None if got is None else (got[0] == pair.broker_sender._impl, got[1] is state)
+    assert found["c"] == found["python"]
+    assert found["c"] == ((True, True) if credit and kept and not closed else None)
