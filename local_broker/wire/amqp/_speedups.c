@@ -15,7 +15,14 @@
  *       frame scan; with its next_ids and partial, the plain transfers' ids counted in C, their heads kept)
  *   delivery_head(ttl_ms, delivery_count, sequence_number, enqueued_time, enqueue_sequence_number,
  *                 locked_until) -> bytes | NotImplemented   (messages._delivery_head)
- *   bind_proton(calls, link, delivery)   (proton's C functions by name -> address, and its cdata: compat.py)
+ *   bind_proton(calls, link, delivery, event, transport, handle, held, events)   (proton's C functions by
+ *       name -> address, and its cdata: native.py)
+ *   link_state(link) -> the broker's state of a link, or None   (native.link_state)
+ *   delivery_event(event) -> (delivery, link, link's state)   (native.delivery_event)
+ *   flow_event(event) -> (link, link's state) | None   (native.flow_event)
+ *   keep_unsettled(delivery, kept)   (native.keep_unsettled)
+ *   drain(collector, handled, methods, lazy, by_transport, touched)   (loop.Loop._dispatch with
+ *       reactor.dispatch_event)
  *   delivery_in(link, delivery, credit_target) -> bytes | False | (outcome, settled, tag)   (native.py)
  *   send_raw(link, tag, payload, settled)   (native.send_raw)
  *   settle_all(deliveries, outcome)   (native.settle_all)
@@ -806,6 +813,10 @@ typedef struct pn_transport_t pn_transport_t;
 typedef struct pn_link_t pn_link_t;
 typedef struct pn_delivery_t pn_delivery_t;
 typedef struct pn_disposition_t pn_disposition_t;
+typedef struct pn_collector_t pn_collector_t;
+typedef struct pn_event_t pn_event_t;
+typedef struct pn_connection_t pn_connection_t;
+typedef struct pn_record_t pn_record_t;
 static Py_ssize_t (*pn_pending)(pn_transport_t *), (*pn_capacity)(pn_transport_t *);
 static Py_ssize_t (*pn_peek)(pn_transport_t *, char *, size_t);
 static void (*pn_pop)(pn_transport_t *, size_t);
@@ -831,6 +842,16 @@ static _Bool (*pn_settled)(pn_delivery_t *);
 static pn_disposition_t *(*pn_local)(pn_delivery_t *), *(*pn_remote)(pn_delivery_t *);
 static _Bool (*pn_is_failed)(pn_disposition_t *), (*pn_is_undeliverable)(pn_disposition_t *);
 static void (*pn_set_failed)(pn_disposition_t *, _Bool), (*pn_set_undeliverable)(pn_disposition_t *, _Bool);
+static pn_event_t *(*pn_collector_peek)(pn_collector_t *);
+static _Bool (*pn_collector_pop)(pn_collector_t *);
+static int (*pn_event_type)(pn_event_t *);
+static pn_transport_t *(*pn_event_transport)(pn_event_t *);
+static pn_connection_t *(*pn_event_connection)(pn_event_t *);
+static pn_record_t *(*pn_connection_attachments)(pn_connection_t *), *(*pn_link_attachments)(pn_link_t *);
+static void *(*pn_record_get_py)(pn_record_t *);
+static pn_delivery_t *(*pn_event_delivery)(pn_event_t *);
+static pn_link_t *(*pn_event_link)(pn_event_t *);
+static void (*pn_incref)(void *);
 
 #define BOUND(name, slot) {name, (void **)&slot}
 static const struct {
@@ -851,7 +872,13 @@ static const struct {
     BOUND("pn_disposition_set_failed", pn_set_failed),
     BOUND("pn_disposition_set_undeliverable", pn_set_undeliverable), BOUND("pn_delivery_tag", pn_tag),
     BOUND("pn_delivery_settled", pn_settled), BOUND("pn_delivery", pn_new_delivery),
-    BOUND("pn_link_send", pn_send),
+    BOUND("pn_link_send", pn_send), BOUND("pn_collector_peek", pn_collector_peek),
+    BOUND("pn_collector_pop", pn_collector_pop), BOUND("pn_event_type", pn_event_type),
+    BOUND("pn_event_transport", pn_event_transport), BOUND("pn_event_connection", pn_event_connection),
+    BOUND("pn_connection_attachments", pn_connection_attachments),
+    BOUND("pn_link_attachments", pn_link_attachments), BOUND("pn_record_get_py", pn_record_get_py),
+    BOUND("pn_event_delivery", pn_event_delivery), BOUND("pn_event_link", pn_event_link),
+    BOUND("pn_incref", pn_incref),
 };
 #define PROTON_CALL_COUNT (sizeof PROTON_CALLS / sizeof PROTON_CALLS[0])
 #define PN_LOCAL_ACTIVE 2
@@ -864,22 +891,47 @@ static void *address(PyObject *number) {
 }
 
 /* A cffi pointer (cdata) holds its address after its ctype (cffi's CDataObject, the same since cffi 1.0);
- * bind_proton checks that on pointers of known address and keeps the link's and delivery's ctypes, so that
- * reading one costs a comparison, not cffi's int(ffi.cast("uintptr_t", p)) (~280 ns). */
+ * bind_proton checks that on pointers of known address and keeps the link's, delivery's, event's and
+ * transport's ctypes, so that reading one costs a comparison, not cffi's int(ffi.cast("uintptr_t", p))
+ * (~280 ns), and making one (an event handed to a handler) an allocation. A cffi handle (what proton's
+ * records hold for their Python wrappers' attributes) is such an object whose address is itself, followed
+ * by the object it holds; bind_proton checks that on a handle of a known object. */
 typedef struct {
     PyObject_HEAD
     PyObject *c_type;
     char *c_data;
+    PyObject *c_weakreflist;
 } CData;
-static PyTypeObject *cdata_type;
-static PyObject *link_ctype, *delivery_ctype;
+static PyTypeObject *cdata_type, *handle_type;
+static PyObject *link_ctype, *delivery_ctype, *event_ctype, *transport_ctype;
+static int event_delivery = -1, event_link_flow = -1, event_transport_closed = -1;
+static PyObject *str_handler, *str_sb, *str_close;
 
 static void *pointer_of(PyObject *cdata, PyObject *ctype) {
     if (Py_TYPE(cdata) != cdata_type || ((CData *)cdata)->c_type != ctype || ((CData *)cdata)->c_data == NULL) {
-        PyErr_SetString(PyExc_TypeError, ctype == link_ctype ? "not a pn_link_t *" : "not a pn_delivery_t *");
+        PyErr_SetString(PyExc_TypeError, ctype == link_ctype ? "not a pn_link_t *"
+                        : ctype == delivery_ctype ? "not a pn_delivery_t *" : "not a pn_event_t *");
         return NULL;
     }
     return ((CData *)cdata)->c_data;
+}
+
+/* A new cffi pointer of `ctype` (one bind_proton kept) to `p`. */
+static PyObject *new_pointer(void *p, PyObject *ctype) {
+    CData *cd = PyObject_New(CData, cdata_type);
+    if (cd == NULL) return NULL;
+    Py_INCREF(ctype);
+    cd->c_type = ctype;
+    cd->c_data = p;
+    cd->c_weakreflist = NULL;
+    return (PyObject *)cd;
+}
+
+/* The object a proton record holds for its Python wrapper (their attributes' dict), borrowed; NULL: none. */
+static PyObject *record_object(pn_record_t *record) {
+    void *raw = record == NULL ? NULL : pn_record_get_py(record);
+    if (raw == NULL || Py_TYPE((PyObject *)raw) != handle_type) return NULL;
+    return *(PyObject **)((char *)raw + sizeof(CData));
 }
 
 static int bind_ctype(PyObject *sample, const void *expected, PyObject **ctype) {
@@ -892,12 +944,16 @@ static int bind_ctype(PyObject *sample, const void *expected, PyObject **ctype) 
     return 0;
 }
 
-/* bind_proton(calls, link, delivery): `calls` maps each name of PROTON_CALLS to its address; `link` and
- * `delivery` are a pn_link_t * and a pn_delivery_t * cast from id(calls) (an address the check knows; it is
- * never dereferenced). */
+/* bind_proton(calls, link, delivery, event, transport, handle, held, events): `calls` maps each name of
+ * PROTON_CALLS to its address; `link`, `delivery`, `event` and `transport` are proton pointers cast from
+ * id(calls) (an address the check knows; it is never dereferenced); `handle` is ffi.new_handle(held);
+ * `events` the numbers of proton's DELIVERY, LINK_FLOW and TRANSPORT_CLOSED events. */
 static PyObject *sp_bind_proton(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *calls, *link, *delivery;
-    if (!PyArg_ParseTuple(args, "O!OO", &PyDict_Type, &calls, &link, &delivery)) return NULL;
+    PyObject *calls, *link, *delivery, *event, *transport, *handle, *held;
+    int events[3];
+    if (!PyArg_ParseTuple(args, "O!OOOOOO(iii)", &PyDict_Type, &calls, &link, &delivery, &event, &transport,
+                          &handle, &held, &events[0], &events[1], &events[2]))
+        return NULL;
     void *found[PROTON_CALL_COUNT];
     for (size_t i = 0; i < PROTON_CALL_COUNT; i++) {
         PyObject *number = PyDict_GetItemString(calls, PROTON_CALLS[i].name);
@@ -907,11 +963,21 @@ static PyObject *sp_bind_proton(PyObject *Py_UNUSED(self), PyObject *args) {
         }
         if ((found[i] = address(number)) == NULL) return NULL;
     }
-    cdata_type = Py_TYPE(link);
-    if (bind_ctype(link, calls, &link_ctype) < 0 || bind_ctype(delivery, calls, &delivery_ctype) < 0) {
+    PyTypeObject *type = Py_TYPE(link);
+    if (PyType_IS_GC(type) || type->tp_basicsize != (Py_ssize_t)sizeof(CData) || Py_TYPE(handle) == type ||
+        ((CData *)handle)->c_data != (char *)handle || Py_TYPE(handle)->tp_basicsize < (Py_ssize_t)(sizeof(CData) + sizeof(PyObject *)) ||
+        *(PyObject **)((char *)handle + sizeof(CData)) != held) {
+        PyErr_SetString(PyExc_ValueError, "bind_proton: cffi's objects are not laid out as expected");
+        return NULL;
+    }
+    cdata_type = type;
+    if (bind_ctype(link, calls, &link_ctype) < 0 || bind_ctype(delivery, calls, &delivery_ctype) < 0 ||
+        bind_ctype(event, calls, &event_ctype) < 0 || bind_ctype(transport, calls, &transport_ctype) < 0) {
         cdata_type = NULL;
         return NULL;
     }
+    handle_type = Py_TYPE(handle);
+    event_delivery = events[0], event_link_flow = events[1], event_transport_closed = events[2];
     for (size_t i = 0; i < PROTON_CALL_COUNT; i++) *PROTON_CALLS[i].slot = found[i];
     Py_RETURN_NONE;
 }
@@ -1012,6 +1078,159 @@ static PyObject *sp_settle_all(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The broker's state of a link (borrowed), or NULL: none. */
+static PyObject *state_of(pn_link_t *link) {
+    PyObject *attrs = record_object(pn_link_attachments(link));
+    return attrs == NULL || !PyDict_Check(attrs) ? NULL : PyDict_GetItemWithError(attrs, str_sb);
+}
+
+/* native.link_state: what the broker keeps on a link as `sb` in its wrapper's attributes, or None. */
+static PyObject *sp_link_state(PyObject *Py_UNUSED(self), PyObject *link) {
+    if (unbound()) return NULL;
+    pn_link_t *impl = pointer_of(link, link_ctype);
+    if (impl == NULL) return NULL;
+    PyObject *state = state_of(impl);
+    if (state == NULL && PyErr_Occurred()) return NULL;
+    return Py_NewRef(state == NULL ? Py_None : state);
+}
+
+/* native.delivery_event: (delivery, link, the link's state or None) of a DELIVERY event. */
+static PyObject *sp_delivery_event(PyObject *Py_UNUSED(self), PyObject *event) {
+    if (unbound()) return NULL;
+    pn_event_t *impl = pointer_of(event, event_ctype);
+    if (impl == NULL) return NULL;
+    pn_delivery_t *delivery = pn_event_delivery(impl);
+    pn_link_t *link = pn_event_link(impl);
+    if (delivery == NULL || link == NULL) {
+        PyErr_SetString(PyExc_ValueError, "delivery_event: not a delivery's event");
+        return NULL;
+    }
+    PyObject *state = state_of(link);
+    if (state == NULL && PyErr_Occurred()) return NULL;
+    PyObject *c_delivery = new_pointer(delivery, delivery_ctype), *c_link = new_pointer(link, link_ctype);
+    PyObject *result = c_delivery == NULL || c_link == NULL ? NULL
+        : PyTuple_Pack(3, c_delivery, c_link, state == NULL ? Py_None : state);
+    Py_XDECREF(c_delivery);
+    Py_XDECREF(c_link);
+    return result;
+}
+
+/* native.flow_event: (link, its state) of a LINK_FLOW event whose link is open on the broker's side, has
+ * credit and a state; else None. */
+static PyObject *sp_flow_event(PyObject *Py_UNUSED(self), PyObject *event) {
+    if (unbound()) return NULL;
+    pn_event_t *impl = pointer_of(event, event_ctype);
+    if (impl == NULL) return NULL;
+    pn_link_t *link = pn_event_link(impl);
+    if (link == NULL || pn_credit(link) <= 0 || !(pn_link_state(link) & PN_LOCAL_ACTIVE)) Py_RETURN_NONE;
+    PyObject *state = state_of(link);
+    if (state == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *c_link = new_pointer(link, link_ctype);
+    if (c_link == NULL) return NULL;
+    PyObject *result = PyTuple_Pack(2, c_link, state);
+    Py_DECREF(c_link);
+    return result;
+}
+
+/* native.keep_unsettled: a client's delivery it settled itself is settled; any other is referenced and
+ * appended to `kept` (settled after the commit). */
+static PyObject *sp_keep_unsettled(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "keep_unsettled(delivery, kept: list)");
+        return NULL;
+    }
+    if (unbound()) return NULL;
+    pn_delivery_t *delivery = pointer_of(args[0], delivery_ctype);
+    if (delivery == NULL) return NULL;
+    if (pn_settled(delivery)) {
+        pn_settle(delivery);
+        Py_RETURN_NONE;
+    }
+    if (PyList_Append(args[1], args[0]) < 0) return NULL;
+    pn_incref(delivery);
+    Py_RETURN_NONE;
+}
+
+/* Hand `event` to its connection's handler's method for `number` (reactor.dispatch_event): -1 on an error. */
+static int dispatch_one(pn_event_t *event, int number, PyObject *key, PyObject *methods, PyObject *lazy) {
+    pn_connection_t *connection = pn_event_connection(event);
+    PyObject *attrs = connection == NULL ? NULL : record_object(pn_connection_attachments(connection));
+    if (attrs == NULL || !PyDict_Check(attrs)) return 0;
+    PyObject *handler = PyDict_GetItemWithError(attrs, str_handler);
+    if (handler == NULL || handler == Py_None) return PyErr_Occurred() ? -1 : 0;
+    PyObject *name = PyDict_GetItemWithError(methods, key);
+    if (name == NULL) return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(handler);
+    PyObject *method;
+    int found = _PyObject_LookupAttr(handler, name, &method);
+    Py_DECREF(handler);
+    if (found <= 0) return found;
+    PyObject *c_event = new_pointer(event, event_ctype), *result = NULL;
+    if (c_event != NULL) {
+        if (number == event_delivery || number == event_link_flow) {
+            result = PyObject_CallOneArg(method, c_event);
+        } else {
+            PyObject *wrapped = PyObject_CallFunctionObjArgs(lazy, c_event, key, NULL);
+            if (wrapped != NULL) result = PyObject_CallOneArg(method, wrapped);
+            Py_XDECREF(wrapped);
+        }
+        Py_DECREF(c_event);
+    }
+    Py_DECREF(method);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+/* native.drain: loop.Loop._dispatch with reactor.dispatch_event: every event of the collector handed to its
+ * connection's handler when `handled` has its number (DELIVERY and LINK_FLOW as proton's C event, others
+ * through `lazy(event, number)`), every other event's transport (in `by_transport`) added to `touched` and
+ * closed on TRANSPORT_CLOSED, the event popped. An error stops the drain with the event still the head. */
+static PyObject *sp_drain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyAnySet_Check(args[1]) || !PyDict_Check(args[2]) || !PyDict_Check(args[4]) ||
+        !PySet_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "drain(collector, handled: set, methods: dict, lazy, by_transport: "
+                                         "dict, touched: set)");
+        return NULL;
+    }
+    if (unbound()) return NULL;
+    pn_collector_t *collector = address(args[0]);
+    if (collector == NULL) return NULL;
+    PyObject *handled = args[1], *methods = args[2], *lazy = args[3], *by_transport = args[4], *touched = args[5];
+    for (pn_event_t *event = pn_collector_peek(collector); event != NULL; event = pn_collector_peek(collector)) {
+        int number = pn_event_type(event);
+        PyObject *key = PyLong_FromLong(number);
+        if (key == NULL) return NULL;
+        int wanted = PySet_Contains(handled, key);
+        if (wanted < 0 || (wanted && dispatch_one(event, number, key, methods, lazy) < 0)) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        Py_DECREF(key);
+        pn_transport_t *transport = number == event_delivery ? NULL : pn_event_transport(event);
+        if (transport != NULL) {
+            PyObject *c_transport = new_pointer(transport, transport_ctype);
+            if (c_transport == NULL) return NULL;
+            PyObject *io = PyDict_GetItemWithError(by_transport, c_transport);
+            Py_DECREF(c_transport);
+            if (io == NULL && PyErr_Occurred()) return NULL;
+            if (io != NULL) {
+                Py_INCREF(io);
+                PyObject *closed = NULL;
+                int failed = PySet_Add(touched, io) < 0 ||
+                    (number == event_transport_closed && (closed = PyObject_CallMethodNoArgs(io, str_close)) == NULL);
+                Py_XDECREF(closed);
+                Py_DECREF(io);
+                if (failed) return NULL;
+            }
+        }
+        pn_collector_pop(collector);
+    }
+    Py_RETURN_NONE;
+}
+
 /* What loop.TransportIO._write does, then its transport's capacity and pending output, as flush reads them:
  * up to max_write bytes of output copied into `buffer` (the loop's) and sent on `fd`; a full socket leaves
  * them for the next poll, any other error of the socket closes the transport's head. */
@@ -1097,6 +1316,13 @@ static PyMethodDef methods[] = {
     {"send_raw", (PyCFunction)(void (*)(void))sp_send_raw, METH_FASTCALL,
      "a new delivery of an encoded message on a sender link"},
     {"settle_all", sp_settle_all, METH_VARARGS, "settle referenced client deliveries with an outcome, let go"},
+    {"link_state", sp_link_state, METH_O, "what the broker keeps on a link as `sb`, or None"},
+    {"delivery_event", sp_delivery_event, METH_O, "(delivery, link, the link's state) of a delivery event"},
+    {"flow_event", sp_flow_event, METH_O, "(link, its state) of a flow event with credit to feed, or None"},
+    {"keep_unsettled", (PyCFunction)(void (*)(void))sp_keep_unsettled, METH_FASTCALL,
+     "settle a delivery the client settled, else reference it into a list"},
+    {"drain", (PyCFunction)(void (*)(void))sp_drain, METH_FASTCALL,
+     "hand every event of a collector to its connection's handler; the transports' bookkeeping"},
     {"write_out", (PyCFunction)(void (*)(void))sp_write_out, METH_FASTCALL,
      "(capacity, pending) of a transport after writing its output to a socket"},
     {"configure", sp_configure, METH_VARARGS, "the Python types of decoded values"},
@@ -1111,7 +1337,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     str_int = PyUnicode_InternFromString("int");
     str_is_safe = PyUnicode_InternFromString("is_safe");
     str_bytes = PyUnicode_InternFromString("bytes");
+    str_handler = PyUnicode_InternFromString("_handler");
+    str_sb = PyUnicode_InternFromString("sb");
+    str_close = PyUnicode_InternFromString("close");
     empty_tuple = PyTuple_New(0);
-    if (str_int == NULL || str_is_safe == NULL || str_bytes == NULL || empty_tuple == NULL) return NULL;
+    if (str_int == NULL || str_is_safe == NULL || str_bytes == NULL || empty_tuple == NULL || str_handler == NULL ||
+        str_sb == NULL || str_close == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -30,9 +30,7 @@ pn_delivery_settle = _LIB.pn_delivery_settle
 pn_delivery_tag = _LIB.pn_delivery_tag
 pn_delivery_update = _LIB.pn_delivery_update
 pn_disposition_condition = _LIB.pn_disposition_condition
-pn_link_attachments = _LIB.pn_link_attachments
 pn_link_name = _LIB.pn_link_name
-pn_record_get_py = _LIB.pn_record_get_py
 DOTNET_EPOCH_TICKS = 621_355_968_000_000_000
 
 
@@ -40,13 +38,6 @@ def delivery_tag(delivery: Any) -> bytes:
     """The raw delivery tag of a C delivery (SDK senders use 4-byte counters that are not valid UTF-8)."""
     tag = pn_delivery_tag(delivery)
     return bytes(_FFI.unpack(tag.start, tag.size)) if tag.size else b""  # an empty one starts at NULL
-
-
-def link_state(link: Any) -> Any:
-    """What the broker keeps on a C link as `sb` (proton's Python wrappers keep their attributes in the C
-    object's record), or None."""
-    record = pn_record_get_py(pn_link_attachments(link))
-    return None if record == _FFI.NULL else _FFI.from_handle(record).get("sb")
 
 
 class IncomingFrames:

@@ -43,10 +43,7 @@ _LIB = compat.LIB
 # proton's C calls, bound once: reading one from cffi's lib object costs ~225 instructions a time
 pn_decref = _LIB.pn_decref
 pn_delivery_settle = _LIB.pn_delivery_settle
-pn_delivery_settled = _LIB.pn_delivery_settled
-pn_event_delivery = _LIB.pn_event_delivery
 pn_event_link = _LIB.pn_event_link
-pn_incref = _LIB.pn_incref
 pn_link_credit = _LIB.pn_link_credit
 pn_link_drained = _LIB.pn_link_drained
 pn_link_get_drain = _LIB.pn_link_get_drain
@@ -154,6 +151,10 @@ class NamespaceEndpoint(Handler):
         self.replies: list[tuple[Callable[[], None], Callable[[BrokerError], None] | None]] = []
         bound = native.bound()  # the C module's twins of native.py's reference, with proton's calls in it
         self.delivery_in = native.delivery_in if bound is None else bound.delivery_in
+        self.link_state = native.link_state if bound is None else bound.link_state
+        self.delivery_event = native.delivery_event if bound is None else bound.delivery_event
+        self.flow_event = native.flow_event if bound is None else bound.flow_event
+        self.keep_unsettled = native.keep_unsettled if bound is None else bound.keep_unsettled
         self.settle_all = native.settle_all if bound is None else bound.settle_all
         self.send_raw = native.send_raw if bound is None else bound.send_raw
         self.echoes: list[Any] = []  # C deliveries whose settlement is echoed after the commit (referenced)
@@ -506,12 +507,9 @@ class NamespaceEndpoint(Handler):
         (reactor.dispatch_event): the SDKs send one flow per receive, and proton raises one more when the
         broker's transfers have used the credit up, which needs nothing (`Guarded`: a flow is activity only
         when it readies a receiver)."""
-        link = pn_event_link(event)
-        if pn_link_credit(link) <= 0:
-            return  # nothing to feed, nor to drain
-        state: LinkState | None = compat.link_state(link)
-        if state is not None and state.node is Node.RECEIVER and pn_link_state(link) & LOCAL_ACTIVE:
-            self.ready.add(Link.wrap(link))
+        found = self.flow_event(event)  # None: no credit, or not a link the broker opened
+        if found is not None and found[1].node is Node.RECEIVER:
+            self.ready.add(Link.wrap(found[0]))
             self.turn.activity = self.turn.rearm = True
 
     def _feed(self, link: Link) -> None:
@@ -553,9 +551,8 @@ class NamespaceEndpoint(Handler):
         event (reactor.dispatch_event). The hot paths (a send, a settlement) run on proton's C objects: no
         Python wrapper for the event, the delivery or the link. A complete (the commonest settlement)
         only removes deadlines; everything else may bring one nearer (`Turn.rearm`)."""
-        delivery = pn_event_delivery(event)
-        link = pn_event_link(event)
-        state: LinkState | None = compat.link_state(link)
+        state: LinkState | None
+        delivery, link, state = self.delivery_event(event)
         # a connection the broker closed (e.g. fault injection) takes nothing more: no more credit
         closing = state is not None and state.connection.closing
         payload = self.delivery_in(link, delivery, 0 if closing else INCOMING_CREDIT)
@@ -590,11 +587,7 @@ class NamespaceEndpoint(Handler):
             self._log_refusal("send-rejected", state, exc)
             return
         self.new_data = True
-        if pn_delivery_settled(delivery):
-            pn_delivery_settle(delivery)
-        else:
-            pn_incref(delivery)  # the connection may be freed before the commit
-            self.accepts.append(delivery)
+        self.keep_unsettled(delivery, self.accepts)
 
     def _log_refusal(self, event: str, state: LinkState, exc: BrokerError) -> None:
         log_event(log, logging.INFO, event, namespace=self.name, peer=state.connection.peer,
@@ -712,11 +705,7 @@ class NamespaceEndpoint(Handler):
                 compat.reject(delivery, exc.amqp_condition, exc.description)
             self._log_refusal("settlement-rejected", state, exc)
             return
-        if settled:
-            pn_delivery_settle(delivery)
-        else:
-            pn_incref(delivery)  # the connection may be freed before the commit
-            self.echoes.append(delivery)
+        self.keep_unsettled(delivery, self.echoes)
 
 
 def _dead_letter_info(condition: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:

@@ -131,6 +131,7 @@ class Loop:
         bound = native.bound()  # its write_out runs proton's calls with the GIL held; None: pure Python
         self.write_out: Callable[[int, int, Any, int], tuple[int, int]] | None = \
             None if bound is None else bound.write_out
+        self.drain: Callable[[], None] | None = None  # `_dispatch` in C (EngineThread sets it when built)
 
     # --- sockets ---------------------------------------------------------------------------------------
     def watch(self, fd: int, channel: Channel, mask: int) -> None:
@@ -251,7 +252,8 @@ class Loop:
             self._dispatch()
             if self.on_turn_end():
                 self._dispatch()
-            touched, self.touched = self.touched, set()
+            touched = tuple(self.touched)  # the set stays the one the C drain was given
+            self.touched.clear()
             for io in touched:
                 io.flush()
             if pn_collector_peek(self.collector._impl) == _NULL:
@@ -260,6 +262,9 @@ class Loop:
     def _dispatch(self) -> None:
         """Hand out the collector's events. A delivery event comes from input, whose transport the read
         has touched already; every other event marks its transport for the end-of-turn flush."""
+        if self.drain is not None:
+            self.drain()
+            return
         impl = self.collector._impl
         by_transport = self._by_transport
         touched = self.touched

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import cproton_ffi
+from proton import Event
 
 from local_broker.wire.amqp import compat, values
 
@@ -22,7 +23,10 @@ CALLS = ("pn_transport_pending", "pn_transport_peek", "pn_transport_pop", "pn_tr
          "pn_link_flow", "pn_delivery_update", "pn_delivery_settle", "pn_decref", "pn_delivery_remote_state",
          "pn_delivery_local", "pn_delivery_remote", "pn_disposition_is_failed",
          "pn_disposition_is_undeliverable", "pn_disposition_set_failed", "pn_disposition_set_undeliverable",
-         "pn_delivery_tag", "pn_delivery_settled", "pn_delivery", "pn_link_send")
+         "pn_delivery_tag", "pn_delivery_settled", "pn_delivery", "pn_link_send", "pn_collector_peek",
+         "pn_collector_pop", "pn_event_type", "pn_event_transport", "pn_event_connection",
+         "pn_connection_attachments", "pn_link_attachments", "pn_record_get_py",
+         "pn_event_delivery", "pn_event_link", "pn_incref")
 pn_decref = _LIB.pn_decref
 pn_delivery = _LIB.pn_delivery
 pn_delivery_local = _LIB.pn_delivery_local
@@ -45,8 +49,14 @@ pn_link_is_sender = _LIB.pn_link_is_sender
 pn_link_recv = _LIB.pn_link_recv
 pn_link_send = _LIB.pn_link_send
 pn_link_state = _LIB.pn_link_state
+pn_link_attachments = _LIB.pn_link_attachments
+pn_event_delivery = _LIB.pn_event_delivery
+pn_event_link = _LIB.pn_event_link
+pn_incref = _LIB.pn_incref
+pn_record_get_py = _LIB.pn_record_get_py
 PN_LOCAL_ACTIVE = _LIB.PN_LOCAL_ACTIVE
 PN_MODIFIED = _LIB.PN_MODIFIED
+_EVENTS = (Event.DELIVERY.number, Event.LINK_FLOW.number, Event.TRANSPORT_CLOSED.number)  # the C drain's
 _bound: dict[int, Any] = {}  # id(the C module) -> it, once proton's calls are bound into it
 
 
@@ -61,9 +71,45 @@ def bind(module: Any) -> Any:
     if id(module) not in _bound:
         calls = {name: int(_FFI.cast("uintptr_t", _FFI.addressof(_LIB, name))) for name in CALLS}
         known = id(calls)  # an address the C module compares the pointers' with
-        module.bind_proton(calls, _FFI.cast("pn_link_t *", known), _FFI.cast("pn_delivery_t *", known))
+        held = object()  # a handle's object, to check how cffi lays handles out
+        module.bind_proton(calls, *(_FFI.cast(f"pn_{kind}_t *", known)
+                                    for kind in ("link", "delivery", "event", "transport")),
+                           _FFI.new_handle(held), held, _EVENTS)
         _bound[id(module)] = module
     return module
+
+
+def link_state(link: Any) -> Any:
+    """What the broker keeps on a C link as `sb` (proton's Python wrappers keep their attributes in the C
+    object's record), or None."""
+    record = pn_record_get_py(pn_link_attachments(link))
+    return None if record == _FFI.NULL else _FFI.from_handle(record).get("sb")
+
+
+def delivery_event(event: Any) -> tuple[Any, Any, Any]:
+    """(delivery, link, the link's state or None) of a C DELIVERY event."""
+    link = pn_event_link(event)
+    return pn_event_delivery(event), link, link_state(link)
+
+
+def flow_event(event: Any) -> tuple[Any, Any] | None:
+    """(link, its state) of a C LINK_FLOW event whose link is open on the broker's side, has credit and a
+    state; else None."""
+    link = pn_event_link(event)
+    if link == _FFI.NULL or pn_link_credit(link) <= 0 or not pn_link_state(link) & PN_LOCAL_ACTIVE:
+        return None
+    state = link_state(link)
+    return None if state is None else (link, state)
+
+
+def keep_unsettled(delivery: Any, kept: list[Any]) -> None:
+    """Settle a C delivery the client settled itself; reference any other into `kept` (the connection may
+    be freed before the commit after which it is settled)."""
+    if pn_delivery_settled(delivery):
+        pn_delivery_settle(delivery)
+    else:
+        pn_incref(delivery)
+        kept.append(delivery)
 
 
 def delivery_in(link: Any, delivery: Any, credit_target: int) -> bytes | bool | tuple[int, bool, bytes]:

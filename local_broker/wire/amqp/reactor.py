@@ -14,6 +14,7 @@ Other threads (the HTTPS admin server, the control API) never touch an engine: t
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import queue
@@ -30,6 +31,7 @@ from proton._delivery import Disposition
 from proton._events import Collector, Event, EventType, wrappers
 
 from local_broker.engine import BrokerError
+from local_broker.wire.amqp import native
 from local_broker.wire.amqp.compat import error
 from local_broker.wire.amqp.logs import log_event
 from local_broker.wire.amqp.loop import Loop, Turn
@@ -41,6 +43,7 @@ pn_connection_attachments = _LIB.pn_connection_attachments
 pn_event_connection = _LIB.pn_event_connection
 pn_record_get_py = _LIB.pn_record_get_py
 _RAW_EVENTS = frozenset((Event.DELIVERY.number, Event.LINK_FLOW.number))  # handed over as C events
+_METHODS = {number: kind.method for number, kind in EventType.TYPES.items()}  # handler method by event type
 T = TypeVar("T")
 
 
@@ -193,6 +196,17 @@ def dispatch_event(impl: Any, number: int) -> None:
         method(impl if number in _RAW_EVENTS else LazyEvent(impl, number))
 
 
+def native_drain(loop: Loop, handled: set[int]) -> Callable[[], None] | None:
+    """The C module's twin of `loop._dispatch` with `dispatch_event` (None without it): the collector's
+    events handed out with no cffi call per event."""
+    bound = native.bound()
+    if bound is None:
+        return None
+    collector = int(_FFI.cast("uintptr_t", loop.collector._impl))
+    return functools.partial(bound.drain, collector, handled, _METHODS, LazyEvent, loop._by_transport,
+                             loop.touched)
+
+
 class BrokerDelivery(Delivery):
     """proton's Delivery, but its local and remote Disposition objects are made when first used (proton
     makes both for every delivery it wraps; the broker reads them only for modified and rejected outcomes).
@@ -239,6 +253,7 @@ class EngineThread:
     def __init__(self) -> None:
         self.handled: set[int] = set()  # the event types some connection handler has a method for
         self.loop = Loop(Collector(), dispatch_event, self.handled.__contains__)
+        self.loop.drain = native_drain(self.loop, self.handled)
         self.turn = self.loop.turn
         self.loop.on_turn_end = self.end_turn
         self.loop.on_wake = self._run_calls
