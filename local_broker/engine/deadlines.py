@@ -25,7 +25,8 @@ class Deadlines:
     """tick, next_deadline and the deadlines they serve."""
 
     def _watch_expiry(self, m: Message) -> None:
-        """Put a message (in a main sub-queue, with an expiry) in the TTL heap."""
+        """Put a message (in a main sub-queue, with an expiry a clock can reach: under placement.UNREACHABLE)
+        in the TTL heap."""
         expiring = self._expiring
         if expiring is not None and expiring[0] == m.expires_at:
             m.expires_at = expiring[0]  # one float for the group, not one per copy

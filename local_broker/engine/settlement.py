@@ -23,7 +23,7 @@ from local_broker.engine.errors import (
 from local_broker.engine.message import (
     Message,
 )
-from local_broker.engine.placement import DEFERRED, INF, MAIN, MAX_DELIVERY
+from local_broker.engine.placement import DEFERRED, MAIN, MAX_DELIVERY, UNREACHABLE
 
 
 class Settlement:
@@ -173,7 +173,7 @@ class Settlement:
         if sq.kind is MAIN and m.expires_at <= now:
             self._expire(m, now)
             return
-        if sq.kind is MAIN and m.expires_at != INF:
+        if sq.kind is MAIN and m.expires_at < UNREACHABLE:
             self._watch_expiry(m)  # a former lazy copy was not watched while it was locked
         if sq.sessions is not None and sq.kind is MAIN:
             sid: str = m.session_id  # type: ignore[assignment]
